@@ -1,0 +1,306 @@
+#!/bin/bash
+# milter-throughput.sh - Postfix throughput with and without tern-milter.
+#
+# What it measures: end-to-end throughput (msgs/s) of one isolated Postfix
+# instance that receives mail from smtp-source over SMTP on 127.0.0.1 and
+# relays it to smtp-sink on 127.0.0.1, once with tern-milter in
+# smtpd_milters ("with") and once without ("without").  A run's wall time
+# starts when smtp-source starts and ends when smtp-sink has received every
+# message AND the Postfix queue is empty.  The smtp-source time alone
+# (ingest: SMTP accept, milter, cleanup, queue file written) is recorded too.
+# Both variants use the same main.cf except the three milter lines, Postfix
+# is restarted before every run (queue empty, fresh processes), and runs
+# alternate without/with, with/without, ... to cancel drift on a noisy box.
+#
+# How to run (as root; needs postfix, smtp-source, smtp-sink, python3; the
+# tern-milter binary must be built: make -j2):
+#
+#     sudo bench/milter-throughput.sh                      # full run
+#     sudo MESSAGES=2000 ROUNDS=1 bench/milter-throughput.sh   # quick run
+#
+# Environment (defaults in brackets):
+#     MESSAGES [20000]  messages per run      SESSIONS [20]  parallel sessions
+#     SIZE [10240]      payload bytes/message ROUNDS [3]     without/with pairs
+#     WARMUP [500]      untimed warm-up messages (0: none)
+#     BENCH_TMPDIR [/dev/shm if present, else $TMPDIR or /tmp]  where the
+#                       Postfix queue lives; /dev/shm (tmpfs) keeps disk
+#                       fsync latency out of the measurement
+#     RUN_TIMEOUT [900] seconds to wait for one run to drain
+#     TERN_MILTER [built binary]  tern-milter to test
+#
+# Output: the exact command, environment facts, one line per run and a
+# summary (median msgs/s per variant, ratio with/without).  Not a test: it
+# prints no TAP and exits non-zero only if a run fails (e.g. lost mail).
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+top_src=$(cd "$here/.." && pwd)
+cmdline="$0${*:+ $*}"
+
+MESSAGES=${MESSAGES:-20000}
+SESSIONS=${SESSIONS:-20}
+SIZE=${SIZE:-10240}
+ROUNDS=${ROUNDS:-3}
+WARMUP=${WARMUP:-500}
+RUN_TIMEOUT=${RUN_TIMEOUT:-900}
+milter=${TERN_MILTER:-$top_src/src/milter/tern-milter}
+if [ -z "${BENCH_TMPDIR:-}" ]; then
+	if [ -d /dev/shm ] && [ -w /dev/shm ]; then BENCH_TMPDIR=/dev/shm; else BENCH_TMPDIR=${TMPDIR:-/tmp}; fi
+fi
+export TMPDIR=$BENCH_TMPDIR
+
+# tap.sh: tmp dirs, free_port, wait_for_port and cleanup by PID at exit
+# (also on Ctrl-C/TERM); postfix.sh registers "pf_stop" at exit too.
+. "$top_src/tests/lib/tap.sh"
+. "$top_src/tests/lib/postfix.sh"
+
+# die - print an error to stderr and exit 1 (the EXIT trap cleans up)
+die() {
+	echo "milter-throughput: $*" >&2
+	exit 1
+}
+
+[ "$(id -u)" -eq 0 ] || die "must run as root (postfix start)"
+for cmd in postfix postconf smtp-source smtp-sink python3 ss; do
+	command -v "$cmd" >/dev/null || die "$cmd not installed"
+done
+[ -x "$milter" ] || die "$milter not built (run make -j2 in $top_src)"
+for v in MESSAGES SESSIONS SIZE ROUNDS WARMUP RUN_TIMEOUT; do
+	[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer"
+done
+[ "$MESSAGES" -gt 0 ] && [ "$ROUNDS" -gt 0 ] || die "MESSAGES and ROUNDS must be > 0"
+
+# now_us - print the current time in microseconds
+now_us() {
+	local t=${EPOCHREALTIME//[.,]/}
+	echo "$t"
+}
+
+# secs - print microseconds A..B as seconds with 3 decimals
+secs() {
+	awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b - a) / 1e6 }'
+}
+
+# rate - print N messages over microseconds A..B as msgs/s
+rate() {
+	awk -v n="$1" -v a="$2" -v b="$3" 'BEGIN { printf "%.1f", n / ((b - a) / 1e6) }'
+}
+
+# sink_count - print smtp-sink's running "msg=" counter (its -c output)
+sink_count() {
+	local last
+	last=$(tail -c 80 "$top/sink.out" 2>/dev/null | tr '\r' '\n' | grep 'msg=' | tail -n 1)
+	last=${last##*msg=}
+	echo "${last:-0}"
+}
+
+# milter_lines - print how many per-message verdict lines tern-milter logged
+milter_lines() {
+	grep -c ' verdict=' "$top/milter.log" 2>/dev/null || true
+}
+
+# milter_cpu_ticks - print tern-milter's user+system CPU time in clock ticks
+milter_cpu_ticks() {
+	local stat
+	stat=$(cat "/proc/$milter_pid/stat" 2>/dev/null) || { echo 0; return; }
+	stat=${stat##*) } # skip "pid (comm) "; fields now start at field 3
+	awk '{ print $12 + $13 }' <<<"$stat"
+}
+
+# cpu_snapshot - print "busy total steal" jiffies of all CPUs from /proc/stat
+cpu_snapshot() {
+	awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i
+		print t - $5 - $6, t, $9; exit }' /proc/stat
+}
+
+# cpu_pct - print "busy% steal%" between two cpu_snapshot outputs
+cpu_pct() {
+	awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " ")
+		t = y[2] - x[2]; if (t <= 0) t = 1
+		printf "%.0f %.0f", 100 * (y[1] - x[1]) / t, 100 * (y[3] - x[3]) / t }'
+}
+
+# median - print the median of the numbers given as arguments
+median() {
+	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
+		END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# set_variant - stop Postfix, configure "with" or "without" milter, start it
+set_variant() {
+	pf_stop "$pf"
+	if [ "$1" = with ]; then
+		postconf -c "$pf/conf" -e "smtpd_milters = inet:127.0.0.1:$milter_port" \
+			"milter_protocol = 6" "milter_default_action = tempfail" || return 1
+	else
+		postconf -c "$pf/conf" -e "smtpd_milters =" || return 1
+		postconf -c "$pf/conf" -X milter_protocol milter_default_action || return 1
+	fi
+	pf_start "$pf" || return 1
+	[ "$(pf_queue_count "$pf")" -eq 0 ] || die "queue not empty after restart"
+}
+
+# drained - true once smtp-sink counted TARGET messages and the queue is empty
+drained() {
+	[ "$(sink_count)" -ge "$1" ] && [ "$(pf_queue_count "$pf")" -eq 0 ]
+}
+
+# send_and_drain - run smtp-source for N messages, wait until delivered;
+# sets t0, t_ingest, t_done (microseconds) and src_rc
+send_and_drain() {
+	local n=$1 target src_pid deadline
+	target=$(($(sink_count) + n))
+	t0=$(now_us)
+	smtp-source -s "$SESSIONS" -l "$SIZE" -m "$n" -f sender@example.org \
+		-t rcpt@example.com "127.0.0.1:$smtp_port" >>"$top/source.log" 2>&1 &
+	src_pid=$!
+	src_running=$src_pid # killed by the exit hook if we are interrupted
+	src_rc=0
+	wait "$src_pid" || src_rc=$?
+	src_running=
+	t_ingest=$(now_us)
+	deadline=$((t_ingest + RUN_TIMEOUT * 1000000))
+	# Poll only the cheap sink counter; look at the queue once it is reached.
+	while :; do
+		if [ "$(sink_count)" -ge "$target" ] && drained "$target"; then
+			break
+		fi
+		if [ "$(now_us)" -ge "$deadline" ]; then
+			t_done=
+			return 1
+		fi
+		sleep 0.05
+	done
+	t_done=$(now_us)
+}
+
+# run_one - one timed run of VARIANT in ROUND; prints a line, records the rate
+run_one() {
+	local variant=$1 round=$2 c0 c1 m0 m1 cpu0 cpu1 ml0 ml1 got e2e ing busy steal
+	set_variant "$variant" || die "cannot start Postfix for variant $variant"
+	sync
+	sleep 2
+	c0=$(sink_count)
+	ml0=$(milter_lines)
+	m0=$(milter_cpu_ticks)
+	cpu0=$(cpu_snapshot)
+	if ! send_and_drain "$MESSAGES"; then
+		die "run $round/$variant: not drained after ${RUN_TIMEOUT}s" \
+			"(sink got $(($(sink_count) - c0)) of $MESSAGES, queue $(pf_queue_count "$pf"));" \
+			"see $pf/maillog (KEEP_TMP=1 keeps it)"
+	fi
+	cpu1=$(cpu_snapshot)
+	m1=$(milter_cpu_ticks)
+	sleep 0.5 # let the milter finish logging its last lines
+	ml1=$(milter_lines)
+	c1=$(sink_count)
+	got=$((c1 - c0))
+	[ "$src_rc" -eq 0 ] || die "run $round/$variant: smtp-source exit status $src_rc:" \
+		"$(tail -n 5 "$top/source.log")"
+	[ "$got" -eq "$MESSAGES" ] || die "run $round/$variant: sink got $got of $MESSAGES messages"
+	e2e=$(rate "$MESSAGES" "$t0" "$t_done")
+	ing=$(rate "$MESSAGES" "$t0" "$t_ingest")
+	read -r busy steal <<<"$(cpu_pct "$cpu0" "$cpu1")"
+	printf '%-5s %-7s %8s %9s %9s %9s %9s %7s %11s %6s %6s\n' "$round" "$variant" "$got" \
+		"$(secs "$t0" "$t_ingest")" "$ing" "$(secs "$t0" "$t_done")" "$e2e" \
+		"$((ml1 - ml0))" "$(awk -v t=$((m1 - m0)) -v hz="$clk_tck" 'BEGIN { printf "%.2f", t / hz }')" \
+		"$busy%" "$steal%"
+	if [ "$variant" = with ]; then
+		rates_with+=("$e2e")
+		ingest_with+=("$ing")
+	else
+		rates_without+=("$e2e")
+		ingest_without+=("$ing")
+	fi
+}
+
+# setup - start smtp-sink, tern-milter and the Postfix instance
+setup() {
+	ensure_tern_user || die "cannot create user tern"
+	top=$(tap_tmpdir) || die "mktemp failed"
+	milter_port=$(free_port) && smtp_port=$(free_port) && sink_port=$(free_port) ||
+		die "no free port"
+
+	# smtp-sink only counts (no -d): large backlog, up to 1000 connections.
+	smtp-sink -u nobody -c -m 1000 "127.0.0.1:$sink_port" 1024 >"$top/sink.out" 2>"$top/sink.err" &
+	tap_bg_register $!
+	wait_for_port "$sink_port" || die "smtp-sink did not start: $(cat "$top/sink.err")"
+
+	# tern-milter with its default checks, as in tests/integration.
+	"$milter" -K "$top/trace.key" >/dev/null || die "tern-milter -K failed"
+	chown tern "$top/trace.key"
+	printf '%s\n' "[global]" "trace_key_file = $top/trace.key" "[milter]" \
+		"listen = inet:$milter_port@127.0.0.1" >"$top/tern.conf"
+	"$milter" -f -c "$top/tern.conf" >"$top/milter.log" 2>&1 &
+	milter_pid=$!
+	tap_bg_register "$milter_pid"
+	wait_for_port "$milter_port" || die "tern-milter did not start: $(cat "$top/milter.log")"
+
+	pf=$top/pf
+	pf_create "$pf" "$smtp_port" || die "pf_create failed"
+	pf_relay_to "$pf" 127.0.0.1 "$sink_port" || die "pf_relay_to failed"
+	# Same tuning in both variants: no slow start towards the sink, enough
+	# smtpd and smtp processes, connection reuse to the sink.
+	postconf -c "$pf/conf" -e \
+		"default_process_limit = 100" \
+		"initial_destination_concurrency = 20" \
+		"default_destination_concurrency_limit = 20" \
+		"smtp_destination_concurrency_limit = 20" \
+		"smtp_connection_cache_on_demand = yes" \
+		"qmgr_message_active_limit = 40000" \
+		"smtpd_client_connection_count_limit = 0" \
+		"smtpd_client_connection_rate_limit = 0" \
+		"smtpd_client_message_rate_limit = 0" || die "postconf failed"
+}
+
+clk_tck=$(getconf CLK_TCK)
+src_running=
+tap_on_exit '[ -n "$src_running" ] && kill "$src_running"'
+rates_with=()
+rates_without=()
+ingest_with=()
+ingest_without=()
+
+echo "== tern-milter throughput benchmark"
+echo "command:  ${cmdline}  (MESSAGES=$MESSAGES SESSIONS=$SESSIONS SIZE=$SIZE ROUNDS=$ROUNDS WARMUP=$WARMUP BENCH_TMPDIR=$BENCH_TMPDIR)"
+echo "load:     smtp-source -s $SESSIONS -l $SIZE -m $MESSAGES -f sender@example.org -t rcpt@example.com 127.0.0.1:PORT"
+echo "date:     $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+echo "host:     $(uname -srm), nproc $(nproc), $(awk '/MemTotal/ { printf "%.1f GiB RAM", $2 / 1048576 }' /proc/meminfo), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "postfix:  $(postconf -d mail_version)"
+echo "tern:     $("$milter" -V 2>&1)"
+
+setup
+echo "queue:    $pf/queue ($(df -P --output=fstype "$pf/queue" 2>/dev/null | tail -n 1))"
+echo "milter:   tern-milter pid $milter_pid on inet:127.0.0.1:$milter_port (default checks)"
+echo
+
+if [ "$WARMUP" -gt 0 ]; then
+	set_variant with || die "cannot start Postfix"
+	send_and_drain "$WARMUP" || die "warm-up run did not drain"
+	[ "$src_rc" -eq 0 ] || die "warm-up: smtp-source failed: $(tail -n 5 "$top/source.log")"
+	echo "warm-up:  $WARMUP messages with the milter in $(secs "$t0" "$t_done")s (not counted)"
+	echo
+fi
+
+printf '%-5s %-7s %8s %9s %9s %9s %9s %7s %11s %6s %6s\n' round variant msgs \
+	ingest_s ingest/s e2e_s e2e/s m_lines milter_cpu_s cpu steal
+for ((r = 1; r <= ROUNDS; r++)); do
+	if ((r % 2)); then order=(without with); else order=(with without); fi
+	for v in "${order[@]}"; do
+		run_one "$v" "$r"
+	done
+done
+pf_stop "$pf"
+
+mw=$(median "${rates_with[@]}")
+mo=$(median "${rates_without[@]}")
+iw=$(median "${ingest_with[@]}")
+io=$(median "${ingest_without[@]}")
+echo
+echo "== summary (medians over $ROUNDS runs per variant)"
+printf 'without milter: e2e %8s msgs/s   ingest %8s msgs/s\n' "$mo" "$io"
+printf 'with milter:    e2e %8s msgs/s   ingest %8s msgs/s\n' "$mw" "$iw"
+awk -v w="$mw" -v o="$mo" -v iw="$iw" -v io="$io" 'BEGIN {
+	r = w / o
+	printf "ratio with/without: e2e %.3f (target >= 0.97: %s)   ingest %.3f\n",
+		r, (r >= 0.97 ? "met" : "NOT met"), iw / io }'

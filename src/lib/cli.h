@@ -1,0 +1,26 @@
+/*
+ * cli - the command-line options every tern program shares, like postconf:
+ * -c FILE (configuration), -d (print defaults), -n (print what the file
+ * sets), -f (foreground: log to stderr too), -v (verbose logging).
+ */
+#ifndef TERN_CLI_H
+#define TERN_CLI_H
+
+#include "conf.h"
+
+#define CLI_COMMON_OPTS "c:dfnv"
+
+struct cli {
+	const char *conf_path;
+	int foreground;
+	int verbose;
+	int print_defaults;
+	int print_settings;
+};
+
+void cli_init(struct cli *cli);
+int cli_option(struct cli *cli, int ch, const char *arg);
+struct conf *cli_load_conf(const struct cli *cli);
+void cli_version(void);
+
+#endif

@@ -1,0 +1,100 @@
+/*
+ * conf - tern.conf(5): one file for every tern program.
+ *
+ * Every parameter is defined once, in conf_<section>.def (name, type,
+ * default, one-line documentation); the structs below, the parser, the
+ * -d/-n printers and the documentation test are all generated from those
+ * tables. Loading never exits: errors come back as "file:line: message".
+ * A struct conf is immutable once loaded; reload builds a new one.
+ */
+#ifndef TERN_CONF_H
+#define TERN_CONF_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "cidr.h"
+
+#define CONF_DEFAULT_PATH SYSCONFDIR "/tern/tern.conf"
+
+enum conf_action { ACTION_REJECT, ACTION_TEMPFAIL, ACTION_TAG, ACTION_OFF };
+enum conf_onerror { ONERROR_ACCEPT, ONERROR_TEMPFAIL };
+
+enum conf_type { CT_STR, CT_BOOL, CT_INT, CT_SIZE, CT_TIME, CT_ACTION, CT_ONERROR, CT_CIDRS };
+
+/* C types of each configuration type; TIME is in milliseconds. */
+#define CONF_CTYPE_STR char *
+#define CONF_CTYPE_BOOL int
+#define CONF_CTYPE_INT long long
+#define CONF_CTYPE_SIZE unsigned long long
+#define CONF_CTYPE_TIME long long
+#define CONF_CTYPE_ACTION enum conf_action
+#define CONF_CTYPE_ONERROR enum conf_onerror
+#define CONF_CTYPE_CIDRS struct cidr_list *
+
+#define P(name, type, def, doc) CONF_CTYPE_##type name;
+struct conf_global {
+#include "conf_global.def"
+};
+struct conf_milter {
+#include "conf_milter.def"
+};
+#undef P
+
+struct conf_route {
+	char *domain;		/* "example.org", ".example.org" or "*" */
+	char *peer;
+};
+
+struct conf_peer {
+	char *name;
+};
+
+/* One "name = value" line as written, for -n and error messages. */
+struct conf_setting {
+	char *section;
+	char *name;
+	char *value;
+	int line;
+};
+
+struct conf {
+	char *path;
+	struct conf_global global;
+	struct conf_milter milter;
+	size_t npeers;
+	struct conf_peer *peers;
+	size_t nroutes;
+	struct conf_route *routes;
+	size_t nsettings;
+	struct conf_setting *settings;
+};
+
+/* The generated tables, for printers and the documentation test. */
+struct conf_param {
+	const char *name;
+	enum conf_type type;
+	const char *def;
+	const char *doc;
+	size_t offset;
+};
+
+struct conf_section {
+	const char *name;		/* "global", "milter", "peer", ... */
+	const struct conf_param *params;
+	size_t nparams;
+	int named;			/* [peer NAME] */
+	int freeform;			/* [routes]: any name = peer */
+};
+
+extern const struct conf_section conf_sections[];
+extern const size_t conf_nsections;
+
+struct conf *conf_load(const char *path, char *err, size_t errlen);
+struct conf *conf_load_string(const char *text, const char *name, char *err, size_t errlen);
+void conf_free(struct conf **conf);
+void conf_print_defaults(FILE *fp);
+void conf_print_settings(FILE *fp, const struct conf *conf);
+const char *conf_action_name(enum conf_action action);
+
+#endif

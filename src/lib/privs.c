@@ -1,0 +1,87 @@
+/*
+ * privs - leaving root and the terminal behind.
+ *
+ * Never called after threads that hold credentials-sensitive state have
+ * started: setuid() in glibc applies to all threads, but only threads
+ * created after daemonizing survive the fork.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "privs.h"
+
+/* privs_lookup - uid and primary gid of user */
+int privs_lookup(const char *user, uid_t *uid, gid_t *gid, char *err, size_t errlen)
+{
+	struct passwd *pw;
+
+	errno = 0;
+	if ((pw = getpwnam(user)) == NULL) {
+		snprintf(err, errlen, "user \"%s\" does not exist: create it "
+			 "(useradd --system --user-group %s) or set user in [global]", user, user);
+		return -1;
+	}
+	*uid = pw->pw_uid;
+	*gid = pw->pw_gid;
+	return 0;
+}
+
+/* privs_drop - become user (and its groups) if we are root; refuse to stay root */
+int privs_drop(const char *user, char *err, size_t errlen)
+{
+	uid_t uid;
+	gid_t gid;
+
+	if (geteuid() != 0)
+		return 0;
+	if (privs_lookup(user, &uid, &gid, err, errlen) < 0)
+		return -1;
+	if (uid == 0) {
+		snprintf(err, errlen, "user \"%s\" is root: set user to an unprivileged account", user);
+		return -1;
+	}
+	if (initgroups(user, gid) < 0 || setgid(gid) < 0 || setuid(uid) < 0) {
+		snprintf(err, errlen, "cannot become user \"%s\": %s", user, strerror(errno));
+		return -1;
+	}
+	if (setuid(0) == 0) {
+		snprintf(err, errlen, "could regain root after dropping privileges");
+		return -1;
+	}
+	return 0;
+}
+
+/* privs_daemonize - detach from the terminal; the parent exits */
+int privs_daemonize(char *err, size_t errlen)
+{
+	pid_t pid;
+	int fd;
+
+	if ((pid = fork()) < 0) {
+		snprintf(err, errlen, "fork: %s", strerror(errno));
+		return -1;
+	}
+	if (pid > 0)
+		_exit(0);
+	if (setsid() < 0) {
+		snprintf(err, errlen, "setsid: %s", strerror(errno));
+		return -1;
+	}
+	if (chdir("/") < 0 || (fd = open("/dev/null", O_RDWR)) < 0) {
+		snprintf(err, errlen, "cannot detach: %s", strerror(errno));
+		return -1;
+	}
+	dup2(fd, 0);
+	dup2(fd, 1);
+	dup2(fd, 2);
+	if (fd > 2)
+		close(fd);
+	return 0;
+}

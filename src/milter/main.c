@@ -1,0 +1,280 @@
+/*
+ * tern-milter - startup, signals and configuration reload.
+ *
+ * Order matters: load the configuration and the trace key as root, open
+ * the milter socket (so errors show at start), detach, drop privileges,
+ * then start threads. libmilter's own signal thread turns SIGTERM, SIGHUP
+ * and SIGINT into a stop; SIGUSR1 reloads, from our sigwait() thread.
+ * smfi_main() returns without joining sessions, so shared state is only
+ * freed once the last session has closed (or never, if stop_timeout runs
+ * out first: the process exits anyway).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "cli.h"
+#include "log.h"
+#include "milter.h"
+#include "privs.h"
+#include "xalloc.h"
+
+static pthread_mutex_t milter_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t milter_idle = PTHREAD_COND_INITIALIZER;
+static struct milter_cfg *milter_current;
+static int milter_sessions;
+static const char *conf_path;
+
+/* milter_cfg_get - take a reference to the current configuration */
+struct milter_cfg *milter_cfg_get(void)
+{
+	struct milter_cfg *cfg;
+
+	pthread_mutex_lock(&milter_lock);
+	cfg = milter_current;
+	cfg->refs++;
+	pthread_mutex_unlock(&milter_lock);
+	return cfg;
+}
+
+/* milter_cfg_free - release a configuration generation */
+static void milter_cfg_free(struct milter_cfg *cfg)
+{
+	conf_free(&cfg->conf);
+	trace_key_free(&cfg->key);
+	free(cfg);
+}
+
+/* milter_cfg_put - drop a reference; the last one frees */
+void milter_cfg_put(struct milter_cfg **cfgp)
+{
+	struct milter_cfg *cfg = *cfgp;
+	int last;
+
+	if (cfg == NULL)
+		return;
+	pthread_mutex_lock(&milter_lock);
+	last = --cfg->refs == 0;
+	pthread_mutex_unlock(&milter_lock);
+	if (last)
+		milter_cfg_free(cfg);
+	*cfgp = NULL;
+}
+
+/* milter_session_count - track open sessions for a clean stop */
+void milter_session_count(int delta)
+{
+	pthread_mutex_lock(&milter_lock);
+	milter_sessions += delta;
+	if (milter_sessions == 0)
+		pthread_cond_broadcast(&milter_idle);
+	pthread_mutex_unlock(&milter_lock);
+}
+
+/* milter_cfg_load - a configuration generation from a loaded conf */
+static struct milter_cfg *milter_cfg_load(struct conf *conf, char *err, size_t errlen)
+{
+	struct milter_cfg *cfg = xcalloc(1, sizeof(*cfg));
+
+	cfg->refs = 1;
+	cfg->conf = conf;
+	if (conf->milter.trace
+	    && (cfg->key = trace_key_load(conf->global.trace_key_file, err, errlen)) == NULL) {
+		milter_cfg_free(cfg);
+		return NULL;
+	}
+	return cfg;
+}
+
+/* reload - SIGUSR1: swap in a new configuration, or keep the old one */
+static void reload(void)
+{
+	struct milter_cfg *cfg, *old;
+	struct conf *conf;
+	char err[1024];
+
+	if ((conf = conf_load(conf_path, err, sizeof(err))) == NULL
+	    || (cfg = milter_cfg_load(conf, err, sizeof(err))) == NULL) {
+		log_error("reload failed, keeping the running configuration: %s", err);
+		return;
+	}
+	if (strcmp(cfg->conf->milter.listen, milter_current->conf->milter.listen) != 0)
+		log_warning("listen changed to %s: that takes a restart", cfg->conf->milter.listen);
+	pthread_mutex_lock(&milter_lock);
+	old = milter_current;
+	milter_current = cfg;
+	pthread_mutex_unlock(&milter_lock);
+	milter_cfg_put(&old);
+	log_info("configuration reloaded from %s", conf_path);
+}
+
+/* signal_thread - wait for SIGUSR1 and reload */
+static void *signal_thread(void *arg)
+{
+	sigset_t *set = arg;
+	int sig;
+
+	for (;;) {
+		if (sigwait(set, &sig) == 0 && sig == SIGUSR1)
+			reload();
+	}
+	return NULL;
+}
+
+/* wait_for_sessions - after smfi_main(): give sessions stop_timeout to end */
+static int wait_for_sessions(long long timeout_ms)
+{
+	struct timespec deadline;
+	int left;
+
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += (time_t)(timeout_ms / 1000);
+	deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (deadline.tv_nsec >= 1000000000L) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&milter_lock);
+	while (milter_sessions > 0)
+		if (pthread_cond_timedwait(&milter_idle, &milter_lock, &deadline) == ETIMEDOUT)
+			break;
+	left = milter_sessions;
+	pthread_mutex_unlock(&milter_lock);
+	return left;
+}
+
+/* own_unix_socket - give a unix milter socket to the run-time user, mode 0660 */
+static void own_unix_socket(const char *listen, const char *user)
+{
+	const char *path = NULL;
+	uid_t uid;
+	gid_t gid;
+	char err[256];
+
+	if (strncmp(listen, "unix:", 5) == 0)
+		path = listen + 5;
+	else if (strncmp(listen, "local:", 6) == 0)
+		path = listen + 6;
+	if (path == NULL || geteuid() != 0)
+		return;
+	if (privs_lookup(user, &uid, &gid, err, sizeof(err)) < 0)
+		log_fatal_status(2, "%s", err);
+	if (chmod(path, 0660) < 0 || chown(path, uid, gid) < 0)
+		log_fatal("cannot set owner and mode of %s: %s", path, strerror(errno));
+}
+
+/* usage - print usage and exit 2 */
+static void __attribute__((noreturn)) usage(void)
+{
+	fprintf(stderr, "usage: tern-milter [-dfnvV] [-c FILE] [-K FILE]\n"
+		"  -c FILE  configuration file (default " CONF_DEFAULT_PATH ")\n"
+		"  -d       print every parameter with its default and exit\n"
+		"  -n       print the parameters the file sets and exit\n"
+		"  -f       stay in the foreground and log to stderr too\n"
+		"  -v       verbose logging\n"
+		"  -K FILE  create a new trace signing key in FILE (mode 0600) and exit\n"
+		"  -V       print the version and exit\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	struct cli cli;
+	struct conf *conf;
+	const struct conf_milter *m;
+	char err[1024];
+	sigset_t set;
+	static sigset_t usr1;
+	pthread_t tid;
+	long long stop_timeout;
+	int ch, rc, left;
+
+	log_init(argv[0], "milter");
+	cli_init(&cli);
+	while ((ch = getopt(argc, argv, CLI_COMMON_OPTS "K:Vh")) != -1) {
+		if (cli_option(&cli, ch, optarg))
+			continue;
+		if (ch == 'K') {
+			if (sodium_init() < 0)
+				log_fatal("cannot initialize libsodium");
+			if (trace_key_create(optarg, err, sizeof(err)) < 0)
+				log_fatal("%s", err);
+			return 0;
+		}
+		if (ch == 'V')
+			cli_version();
+		usage();
+	}
+	if (optind != argc)
+		usage();
+	if (sodium_init() < 0)
+		log_fatal("cannot initialize libsodium");
+	conf_path = cli.conf_path;
+	conf = cli_load_conf(&cli);
+	if ((milter_current = milter_cfg_load(conf, err, sizeof(err))) == NULL)
+		log_fatal_status(2, "%s", err);
+	m = &conf->milter;
+	/* stderr too until detached: startup errors must reach the admin. */
+	log_open(conf->global.syslog_name, 1, cli.verbose);
+
+	if (smfi_setconn((char *)m->listen) == MI_FAILURE)
+		log_fatal("bad listen address \"%s\"", m->listen);
+	if (smfi_settimeout((int)((m->timeout + 999) / 1000)) == MI_FAILURE
+	    || smfi_register(milter_desc) == MI_FAILURE)
+		log_fatal("cannot register with libmilter");
+	umask(077);
+	if (smfi_opensocket(1) == MI_FAILURE)
+		log_fatal("cannot listen on %s (in use? bad address? permissions?)", m->listen);
+	own_unix_socket(m->listen, conf->global.user);
+
+	if (!cli.foreground) {
+		if (privs_daemonize(err, sizeof(err)) < 0)
+			log_fatal("%s", err);
+		log_open(conf->global.syslog_name, 0, cli.verbose);
+	}
+	if (privs_drop(conf->global.user, err, sizeof(err)) < 0)
+		log_fatal("%s", err);
+
+	/*
+	 * Block the stop signals too before starting our thread, or the
+	 * kernel may deliver them to it and kill the process: libmilter's
+	 * own signal thread (started by smfi_main) must be the one to take
+	 * them. Ours waits for SIGUSR1 only.
+	 */
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	signal(SIGPIPE, SIG_IGN);
+	if (pthread_create(&tid, NULL, signal_thread, &usr1) != 0)
+		log_fatal("cannot start the signal thread");
+	pthread_detach(tid);
+
+	log_info("starting on %s (trace %s)", m->listen, m->trace ? "on" : "off");
+	rc = smfi_main();
+	pthread_mutex_lock(&milter_lock);
+	stop_timeout = milter_current->conf->milter.stop_timeout;
+	pthread_mutex_unlock(&milter_lock);
+	left = wait_for_sessions(stop_timeout);
+	if (left > 0) {
+		log_warning("stopping with %d session%s still open", left, left == 1 ? "" : "s");
+	} else {
+		log_info("stopped");
+		milter_cfg_put(&milter_current);
+	}
+	return rc == MI_SUCCESS ? 0 : 1;
+}

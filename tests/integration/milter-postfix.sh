@@ -1,0 +1,136 @@
+#!/bin/bash
+# milter-postfix.sh - tern-milter in a real, isolated Postfix instance.
+#
+# swaks and Postfix's sendmail submit mail to a Postfix that calls the
+# built tern-milter (smtpd_milters and non_smtpd_milters) and relays to
+# smtp-sink, which dumps each message to a file. Asserts on the delivered
+# bytes: one Traceparent and one Tracestate, well-formed, at the top, the
+# signature recomputed with openssl; a forged trace is gone; a validly
+# signed one is continued; a mail loop is refused at SMTP with 554 5.4.6;
+# the milter's log line carries Postfix's queue id and the delivered trace.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../lib/tap.sh"
+. "$here/../lib/postfix.sh"
+milter=${top_builddir:-$here/../..}/src/milter/tern-milter
+
+[ "$(id -u)" -eq 0 ] || tap_skip_all "must run as root (postfix start)"
+for cmd in postfix smtp-sink swaks openssl; do
+	command -v "$cmd" >/dev/null || tap_skip_all "$cmd not installed"
+done
+ensure_tern_user
+
+top=$(tap_tmpdir)
+milter_port=$(free_port)
+smtp_port=$(free_port)
+sink_port=$(free_port)
+
+"$milter" -K "$top/trace.key"
+chown tern "$top/trace.key"
+key=$(cat "$top/trace.key")
+# 127.0.0.1 is not trusted here, so traces must be signed to be continued.
+printf '%s\n' "[global]" "trace_key_file = $top/trace.key" "[milter]" \
+	"listen = inet:$milter_port@127.0.0.1" "trusted_networks = 192.0.2.0/24" \
+	"max_received = 10" >"$top/tern.conf"
+"$milter" -f -c "$top/tern.conf" >"$top/milter.log" 2>&1 &
+tap_bg_register $!
+tap_check "tern-milter listens" wait_for_port "$milter_port"
+
+mkdir "$top/sink" && chown nobody "$top/sink"
+smtp-sink -u nobody -d "$top/sink/%M." "127.0.0.1:$sink_port" 100 >"$top/sink.log" 2>&1 &
+tap_bg_register $!
+tap_check "smtp-sink listens" wait_for_port "$sink_port"
+
+pf=$top/pf
+pf_create "$pf" "$smtp_port"
+pf_relay_to "$pf" 127.0.0.1 "$sink_port"
+pf_conf "$pf" "smtpd_milters = inet:127.0.0.1:$milter_port" \
+	"non_smtpd_milters = inet:127.0.0.1:$milter_port" \
+	"milter_default_action = tempfail" "milter_protocol = 6"
+tap_check "postfix starts" pf_start "$pf"
+
+# sign - tern= signature of a traceparent value, computed by openssl
+sign() {
+	printf '%s' "$1" | openssl mac -binary -macopt "hexkey:$key" -macopt size:16 BLAKE2BMAC \
+		| basenc --base64url | tr -d '='
+}
+
+# swaks_send NAME [swaks args...] - submit over SMTP; output in $top/NAME.swaks
+swaks_send() {
+	local name=$1
+	shift
+	swaks --server 127.0.0.1 --port "$smtp_port" --from sender@example.org \
+		--to "rcpt@example.com" --header "Subject: $name" --body "body of $name" "$@" \
+		>"$top/$name.swaks" 2>&1
+}
+
+# delivered NAME - the dump file of the message with Subject NAME (LF ends)
+delivered() {
+	grep -lx "Subject: $1" "$top"/sink/* 2>/dev/null | head -1
+}
+
+# header_values FILE NAME - the values of every NAME: field in FILE's header
+header_values() {
+	sed -n '/^$/q; p' "$1" | sed -n "s/^$2: //p"
+}
+
+forged_tp=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
+signed_tp=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01
+tap_check "forged trace accepted by SMTP" swaks_send forged \
+	--add-header "Traceparent: $forged_tp" --add-header "Tracestate: tern=AAAAAAAAAAAAAAAAAAAAAA" \
+	--add-header "Tern-Inspect: date=fail"
+tap_check "signed trace accepted by SMTP" swaks_send signed \
+	--add-header "Traceparent: $signed_tp" --add-header "Tracestate: tern=$(sign "$signed_tp")"
+received=()
+for i in $(seq 11); do
+	received+=(--add-header "Received: from hop$i.example by hop$((i + 1)).example; Mon, 30 Nov 2026 10:00:00 +0000")
+done
+swaks_send loop "${received[@]}"
+tap_is "mail loop refused at SMTP with 554 5.4.6" "$(grep '^<\*\*' "$top/loop.swaks" | head -1)" \
+	'<** 554 5.4.6 message has 11 Received: headers, limit 10 (mail loop?)'
+printf '%s\n' "From: sender@example.org" "To: rcpt@example.com" \
+	"Date: Mon, 30 Nov 2026 10:00:00 +0000" "Subject: submitted" "" "via sendmail" >"$top/submitted.eml"
+tap_check "sendmail submission accepted" pf_sendmail "$pf" -f sender@example.org rcpt@example.com \
+	<"$top/submitted.eml"
+tap_check "queue drains" pf_wait_empty "$pf" 30
+wait_until 5 test -n "$(delivered submitted)"
+tap_is "three messages delivered, the loop refused" "$(ls "$top/sink" | wc -l)" 3
+
+# check_trace NAME [WANT_TRACE_ID] - one signed trace context, continuing WANT if given
+check_trace() {
+	local name=$1 want=${2:-} file tp ts tid qid
+	file=$(delivered "$name")
+	if [ -z "$file" ]; then
+		tap_fail "$name: delivered" "sink: $(ls "$top/sink")" "$(pf_log "$pf" | tail -20)"
+		return
+	fi
+	tp=$(header_values "$file" Traceparent)
+	ts=$(header_values "$file" Tracestate)
+	tap_like "$name: exactly one well-formed Traceparent" "$tp" '^00-[0-9a-f]{32}-[0-9a-f]{16}-01$'
+	tap_is "$name: Tracestate signs it" "$ts" "tern=$(sign "$tp")"
+	tap_is "$name: Traceparent, Tracestate head the message (after Received:)" \
+		"$(sed -n '/^$/q; p' "$file" | grep -v '^X-\|^Received:\|^[[:space:]]' | head -2 | cut -d: -f1 | tr '\n' ' ')" \
+		"Traceparent Tracestate "
+	tid=$(cut -d- -f2 <<<"$tp")
+	if [ -n "$want" ]; then
+		tap_is "$name: trace id continued" "$tid" "$want"
+		tap_like "$name: new span id" "$(cut -d- -f3 <<<"$tp")" '^[0-9a-f]{16}$'
+	fi
+	# The milter's log line names Postfix's queue id and the same trace.
+	qid=$(grep -o "^tern-milter: [0-9A-Za-z]*: trace=$tid" "$top/milter.log" | cut -d' ' -f2 | tr -d :)
+	tap_like "$name: milter logged Postfix's queue id" "$qid" '^[0-9A-Za-z]{6,}$'
+	tap_check "$name: Postfix delivered that queue id" \
+		grep -q " ${qid:-none}: to=<rcpt@example.com>.*status=sent" "$pf/maillog"
+}
+check_trace forged
+tap_is "forged: no trace of the forged fields" \
+	"$(grep -c '4bf92f3577b34da6\|AAAAAAAAAAAAAAAAAAAAAA\|^Tern-Inspect' "$(delivered forged)")" 0
+tap_check "forged: logged as replaced" \
+	grep -q "origin=replaced client=unknown\[127.0.0.1\] from=<sender@example.org> nrcpt=1 verdict=accept$" \
+	"$top/milter.log"
+check_trace signed 0af7651916cd43dd8448eb211c80319c
+check_trace submitted
+tap_check "loop logged with verdict=reject" grep -qF \
+	"verdict=reject reason=loop: message has 11 Received: headers, limit 10 (mail loop?)" "$top/milter.log"
+
+tap_done

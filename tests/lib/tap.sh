@@ -1,0 +1,260 @@
+# tests/lib/tap.sh - TAP output and test scaffolding for shell tests.
+#
+# Source this from integration tests, benchmarks and the demo:
+#
+#     . "$(dirname "$0")/../lib/tap.sh"
+#
+# It prints TAP for automake's tap-driver.sh (tap_ok, tap_check, ...,
+# tap_done) and handles cleanup: temporary directories, background
+# processes and registered commands are all cleaned up by an EXIT trap.
+# Do not install your own EXIT trap; use tap_on_exit instead.
+#
+# Call the tap_* result functions from the main shell (not inside $(...)):
+# the test counter lives in shell variables.  Cleanup registration
+# (tap_tmpdir, tap_bg_register, tap_on_exit) is stored in files, so it
+# also works from subshells.
+#
+# Safe under "set -u".  Requires bash >= 4.4, python3 for free_port.
+
+if [ -n "${_TAP_SH_LOADED:-}" ]; then return 0; fi
+_TAP_SH_LOADED=1
+
+_tap_count=0      # tests run so far
+_tap_failed=0     # tests that failed
+_tap_planned=     # set once a plan line was printed
+
+# Per-script session directory: holds tap_tmpdir directories plus the
+# cleanup registry (.pids, .on_exit, .ports).  World-traversable (0755)
+# because Postfix and tern daemons drop privileges and must reach sockets
+# and queue directories below it.
+_tap_root=$(mktemp -d "${TMPDIR:-/tmp}/tern-test.XXXXXX") || {
+	echo "Bail out! tap.sh: mktemp -d failed"
+	exit 1
+}
+chmod 0755 "$_tap_root"
+: >"$_tap_root/.pids"
+: >"$_tap_root/.on_exit"
+: >"$_tap_root/.ports"
+
+# tap_diag - print each argument (multi-line allowed) as "# " diagnostics
+tap_diag() {
+	local arg line
+	for arg in "$@"; do
+		while IFS= read -r line || [ -n "$line" ]; do
+			printf '# %s\n' "$line"
+		done <<<"$arg"
+	done
+}
+
+# tap_plan - print the plan "1..N" up front (optional; tap_done does it)
+tap_plan() {
+	_tap_planned=$1
+	echo "1..$1"
+}
+
+# tap_ok - record a passing test
+tap_ok() {
+	_tap_count=$((_tap_count + 1))
+	echo "ok $_tap_count - $1"
+}
+
+# tap_fail - record a failing test, with optional diagnostic lines
+tap_fail() {
+	local desc=$1
+	shift
+	_tap_count=$((_tap_count + 1))
+	_tap_failed=$((_tap_failed + 1))
+	echo "not ok $_tap_count - $desc"
+	tap_diag "$@"
+	tap_diag "test files: $_tap_root (set KEEP_TMP=1 to keep them)"
+}
+
+# tap_check - run a command; ok if it exits 0, else show its output
+tap_check() {
+	local desc=$1 out rc=0
+	shift
+	out=$("$@" 2>&1) || rc=$?
+	if [ "$rc" -eq 0 ]; then
+		tap_ok "$desc"
+	else
+		tap_fail "$desc" "command: $*" "exit status: $rc" "$out"
+	fi
+}
+
+# tap_is - ok if GOT equals EXPECTED (string comparison)
+tap_is() {
+	if [ "$2" = "$3" ]; then
+		tap_ok "$1"
+	else
+		tap_fail "$1" "     got: '$2'" "expected: '$3'"
+	fi
+}
+
+# tap_like - ok if GOT matches the extended regular expression REGEX
+tap_like() {
+	if [[ $2 =~ $3 ]]; then
+		tap_ok "$1"
+	else
+		tap_fail "$1" "got: '$2'" "does not match: '$3'"
+	fi
+}
+
+# tap_skip_all - skip the whole test script (prints "1..0 # SKIP reason")
+tap_skip_all() {
+	echo "1..0 # SKIP $1"
+	exit 0
+}
+
+# tap_done - print the plan if none was given; exit 1 if any test failed
+tap_done() {
+	if [ -z "$_tap_planned" ]; then
+		echo "1..$_tap_count"
+	fi
+	if [ "$_tap_failed" -gt 0 ]; then
+		tap_diag "$_tap_failed of $_tap_count tests failed"
+		exit 1
+	fi
+	exit 0
+}
+
+# tap_tmpdir - create and print a fresh temporary directory (removed at exit)
+tap_tmpdir() {
+	local dir
+	dir=$(mktemp -d "$_tap_root/tmp.XXXXXX") || return 1
+	chmod 0755 "$dir"
+	echo "$dir"
+}
+
+# tap_bg_register - kill PID(s) at exit (TERM, then KILL after 5 s)
+tap_bg_register() {
+	local pid
+	for pid in "$@"; do
+		echo "$pid" >>"$_tap_root/.pids"
+	done
+}
+
+# tap_on_exit - run a shell command at exit (commands run in reverse order)
+tap_on_exit() {
+	printf '%s\n' "$1" >>"$_tap_root/.on_exit"
+}
+
+# _tap_cleanup - EXIT trap: run tap_on_exit commands, kill PIDs, remove tmp
+_tap_cleanup() {
+	local rc=$? cmd pid alive i
+	trap - EXIT
+	set +e
+
+	if [ -s "$_tap_root/.on_exit" ]; then
+		while IFS= read -r cmd; do
+			eval "$cmd" </dev/null >/dev/null 2>&1
+		done < <(tac "$_tap_root/.on_exit")
+	fi
+
+	alive=()
+	while read -r pid; do
+		if [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null; then
+			alive+=("$pid")
+		fi
+	done <"$_tap_root/.pids"
+	for ((i = 0; i < 50 && ${#alive[@]} > 0; i++)); do
+		sleep 0.1
+		for pid in "${!alive[@]}"; do
+			kill -0 "${alive[$pid]}" 2>/dev/null || unset "alive[$pid]"
+		done
+	done
+	for pid in "${alive[@]}"; do
+		kill -KILL "$pid" 2>/dev/null
+	done
+	while read -r pid; do
+		[ -n "$pid" ] && wait "$pid" 2>/dev/null
+	done <"$_tap_root/.pids"
+
+	if [ "${KEEP_TMP:-0}" = 1 ]; then
+		echo "# KEEP_TMP=1: test files kept in $_tap_root"
+	else
+		rm -rf "$_tap_root"
+	fi
+	exit "$rc"
+}
+trap _tap_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP
+
+# free_port - print a currently unused TCP port on 127.0.0.1
+#
+# Picks random ports in 20000-60000 outside the kernel's ephemeral range
+# (so outgoing connections cannot grab them), checks each by binding it,
+# and never hands out the same port twice within one test script.
+# Parallel test scripts rely on the randomness; there is an unavoidable
+# window between this check and the daemon binding the port.
+free_port() {
+	python3 - "$_tap_root/.ports" <<-'EOF'
+		import random, socket, sys
+		used = {int(p) for p in open(sys.argv[1]).read().split()}
+		try:
+		    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+		        eph_lo, eph_hi = map(int, f.read().split())
+		except (OSError, ValueError):
+		    eph_lo, eph_hi = 32768, 60999
+		ports = [p for p in range(20000, 60001)
+		         if p not in used and not eph_lo <= p <= eph_hi]
+		if not ports:  # ephemeral range covers everything: ignore it
+		    ports = [p for p in range(20000, 60001) if p not in used]
+		random.shuffle(ports)
+		for port in ports[:1000]:
+		    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+		    try:
+		        s.bind(("127.0.0.1", port))
+		    except OSError:
+		        continue
+		    finally:
+		        s.close()
+		    with open(sys.argv[1], "a") as f:
+		        f.write("%d\n" % port)
+		    print(port)
+		    sys.exit(0)
+		sys.exit("free_port: no free port found")
+	EOF
+}
+
+# wait_until - run CMD every 0.1 s until it succeeds; fail after TIMEOUT s
+wait_until() {
+	local timeout=$1 now deadline
+	shift
+	now=${EPOCHREALTIME//[.,]/}
+	deadline=$((now + timeout * 1000000))
+	until "$@"; do
+		now=${EPOCHREALTIME//[.,]/}
+		if [ "$now" -ge "$deadline" ]; then
+			return 1
+		fi
+		sleep 0.1
+	done
+}
+
+# _tap_listening - true if a TCP socket listens on 127.0.0.1:PORT
+# (checked with ss rather than by connecting, so that daemons such as
+# milters do not see a spurious connection)
+_tap_listening() {
+	ss -Hltn "sport = :$1" | awk -v port="$1" '
+		$4 ~ "^(127\\.0\\.0\\.1|0\\.0\\.0\\.0|\\*|\\[::\\]):" port "$" { found = 1 }
+		END { exit !found }'
+}
+
+# wait_for_port - wait until 127.0.0.1:PORT accepts TCP (default 10 s)
+wait_for_port() {
+	wait_until "${2:-10}" _tap_listening "$1"
+}
+
+# wait_for_file - wait until PATH exists (default 10 s)
+wait_for_file() {
+	wait_until "${2:-10}" test -e "$1"
+}
+
+# ensure_tern_user - create the unprivileged system user "tern" if missing
+ensure_tern_user() {
+	id -u tern >/dev/null 2>&1 && return 0
+	# A parallel test may win the race; re-check instead of failing.
+	useradd --system --no-create-home --shell /usr/sbin/nologin \
+		--user-group tern 2>/dev/null || id -u tern >/dev/null 2>&1
+}

@@ -1,0 +1,160 @@
+/* check_traceparent - W3C traceparent parsing/formatting and tern signatures */
+#include "config.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "traceparent.h"
+#include "unit.h"
+
+#define GOOD "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+static const struct {
+	const char *in;
+	int ok;
+} parse_cases[] = {
+	{GOOD, 1},
+	{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00", 1},
+	{"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", 0},	/* upper case */
+	{"00-00000000000000000000000000000000-00f067aa0ba902b7-01", 0},	/* zero trace id */
+	{"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", 0},	/* zero span id */
+	{"ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", 0},	/* version ff */
+	{"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", 0},	/* unknown version */
+	{"00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01", 0},	/* short trace id */
+	{"00-4bf92f3577b34da6a3ce929d0e0e47366-00f067aa0ba902b7-01", 0},	/* long trace id */
+	{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b-01", 0},	/* short span id */
+	{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-1", 0},
+	{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-", 0},
+	{"00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", 0},
+	{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902g7-01", 0},	/* not hex */
+	{"", 0},
+};
+
+START_TEST(test_parse)
+{
+	struct traceparent tp;
+	int rc = traceparent_parse(parse_cases[_i].in, strlen(parse_cases[_i].in), &tp);
+
+	ck_assert_msg((rc == 0) == parse_cases[_i].ok, "\"%s\": rc %d", parse_cases[_i].in, rc);
+}
+END_TEST
+
+START_TEST(test_roundtrip)
+{
+	struct traceparent tp, tp2;
+	char out[TRACEPARENT_LEN + 1], tid[TRACE_ID_HEX + 1];
+
+	ck_assert_int_eq(traceparent_parse(GOOD, strlen(GOOD), &tp), 0);
+	traceparent_format(&tp, out);
+	ck_assert_str_eq(out, GOOD);
+	trace_id_hex(&tp, tid);
+	ck_assert_str_eq(tid, "4bf92f3577b34da6a3ce929d0e0e4736");
+	tp2 = tp;
+	traceparent_new_span(&tp2);
+	ck_assert_mem_eq(tp2.trace_id, tp.trace_id, sizeof(tp.trace_id));
+	ck_assert(memcmp(tp2.span_id, tp.span_id, sizeof(tp.span_id)) != 0);
+	ck_assert_int_eq(tp2.flags, 1);
+	for (int i = 0; i < 100; i++) {
+		traceparent_new(&tp);
+		traceparent_format(&tp, out);
+		ck_assert_uint_eq(strlen(out), TRACEPARENT_LEN);
+		ck_assert_msg(traceparent_parse(out, strlen(out), &tp2) == 0, "%s", out);
+	}
+}
+END_TEST
+
+/* The signature is fixed: base64url(BLAKE2b-128(key, value)). This vector
+ * was computed independently (Python hashlib.blake2b, digest_size=16). */
+START_TEST(test_sign_vector)
+{
+	struct trace_key key;
+	char sig[TRACE_SIG_LEN + 1];
+
+	for (int i = 0; i < TRACE_KEY_BYTES; i++)
+		key.bytes[i] = (unsigned char)i;
+	trace_sign(&key, GOOD, sig);
+	ck_assert_str_eq(sig, "g0dGFnKg4gN0Uxb_o06atw");
+	ck_assert_int_eq(trace_verify(&key, GOOD, sig), 1);
+	sig[0] = sig[0] == 'A' ? 'B' : 'A';
+	ck_assert_int_eq(trace_verify(&key, GOOD, sig), 0);
+	ck_assert_int_eq(trace_verify(&key, GOOD, "short"), 0);
+	key.bytes[0] ^= 1;
+	ck_assert_int_eq(trace_verify(&key, GOOD, "g0dGFnKg4gN0Uxb_o06atw"), 0);
+}
+END_TEST
+
+static const struct {
+	const char *state;
+	int rc;
+	const char *sig;
+} state_cases[] = {
+	{"tern=AAAAAAAAAAAAAAAAAAAAAA", 1, "AAAAAAAAAAAAAAAAAAAAAA"},
+	{"vendor=x, tern=abcdefghijklmnopqrstu_ ,other=y", 1, "abcdefghijklmnopqrstu_"},
+	{"vendor=x", 0, NULL},
+	{"", 0, NULL},
+	{"tern=AAAAAAAAAAAAAAAAAAAAAA,tern=AAAAAAAAAAAAAAAAAAAAAA", -1, NULL},
+	{"tern=AAAAAAAAAAAAAAAAAAAAA", -1, NULL},
+	{"tern=AAAAAAAAAAAAAAAAAAAAAA=", -1, NULL},
+	{"tern=AAAAAAAAAAA+AAAAAAAAAA", -1, NULL},
+	{"tern=AAAAAAAAAAAAAAAAAAAAAA\001", -1, NULL},
+};
+
+START_TEST(test_tracestate)
+{
+	char sig[TRACE_SIG_LEN + 1];
+	int rc = tracestate_find_sig(state_cases[_i].state, strlen(state_cases[_i].state), sig);
+
+	ck_assert_int_eq(rc, state_cases[_i].rc);
+	if (rc == 1)
+		ck_assert_str_eq(sig, state_cases[_i].sig);
+}
+END_TEST
+
+START_TEST(test_key_file)
+{
+	char dir[] = "/tmp/check_tp.XXXXXX", path[64], err[512];
+	struct trace_key *key;
+	int fd;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/key", dir);
+	ck_assert_int_eq(trace_key_create(path, err, sizeof(err)), 0);
+	ck_assert_int_eq(trace_key_create(path, err, sizeof(err)), -1);	/* never overwrites */
+	key = trace_key_load(path, err, sizeof(err));
+	ck_assert_msg(key != NULL, "%s", err);
+	trace_key_free(&key);
+	ck_assert_ptr_null(key);
+	chmod(path, 0604);
+	ck_assert_ptr_null(trace_key_load(path, err, sizeof(err)));
+	ck_assert_msg(strstr(err, "accessible by others") != NULL, "%s", err);
+	unlink(path);
+	fd = open(path, O_WRONLY | O_CREAT, 0600);
+	ck_assert_int_eq(write(fd, "abcd\n", 5), 5);
+	close(fd);
+	ck_assert_ptr_null(trace_key_load(path, err, sizeof(err)));
+	ck_assert_msg(strstr(err, "64 hex") != NULL, "%s", err);
+	unlink(path);
+	rmdir(dir);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("traceparent");
+	TCase *tc = tcase_create("traceparent");
+
+	if (sodium_init() < 0)
+		return 99;
+	tcase_add_loop_test(tc, test_parse, 0, N_ELEMENTS(parse_cases));
+	tcase_add_test(tc, test_roundtrip);
+	tcase_add_test(tc, test_sign_vector);
+	tcase_add_loop_test(tc, test_tracestate, 0, N_ELEMENTS(state_cases));
+	tcase_add_test(tc, test_key_file);
+	suite_add_tcase(s, tc);
+	return unit_run(s);
+}
