@@ -13,7 +13,8 @@
 # alternate without/with, with/without, ... to cancel drift on a noisy box.
 #
 # How to run (as root; needs postfix, smtp-source, smtp-sink, python3; the
-# tern-milter binary must be built: make -j2):
+# tern-milter binary must be built, in-tree (make -j2) or in build/ as
+# tests/run-suite does; it is copied first, so a rebuild cannot disturb a run):
 #
 #     sudo bench/milter-throughput.sh                      # full run
 #     sudo MESSAGES=2000 ROUNDS=1 bench/milter-throughput.sh   # quick run
@@ -26,7 +27,7 @@
 #                       Postfix queue lives; /dev/shm (tmpfs) keeps disk
 #                       fsync latency out of the measurement
 #     RUN_TIMEOUT [900] seconds to wait for one run to drain
-#     TERN_MILTER [built binary]  tern-milter to test
+#     TERN_MILTER [src/milter/tern-milter, else build/src/milter/tern-milter]
 #
 # Output: the exact command, environment facts, one line per run and a
 # summary (median msgs/s per variant, ratio with/without).  Not a test: it
@@ -43,7 +44,11 @@ SIZE=${SIZE:-10240}
 ROUNDS=${ROUNDS:-3}
 WARMUP=${WARMUP:-500}
 RUN_TIMEOUT=${RUN_TIMEOUT:-900}
-milter=${TERN_MILTER:-$top_src/src/milter/tern-milter}
+milter=${TERN_MILTER:-}
+if [ -z "$milter" ]; then
+	milter=$top_src/src/milter/tern-milter
+	[ -x "$milter" ] || milter=$top_src/build/src/milter/tern-milter
+fi
 if [ -z "${BENCH_TMPDIR:-}" ]; then
 	if [ -d /dev/shm ] && [ -w /dev/shm ]; then BENCH_TMPDIR=/dev/shm; else BENCH_TMPDIR=${TMPDIR:-/tmp}; fi
 fi
@@ -64,7 +69,7 @@ die() {
 for cmd in postfix postconf smtp-source smtp-sink python3 ss; do
 	command -v "$cmd" >/dev/null || die "$cmd not installed"
 done
-[ -x "$milter" ] || die "$milter not built (run make -j2 in $top_src)"
+[ -x "$milter" ] || die "tern-milter not built (run make -j2 in $top_src, or set TERN_MILTER)"
 for v in MESSAGES SESSIONS SIZE ROUNDS WARMUP RUN_TIMEOUT; do
 	[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer"
 done
@@ -218,6 +223,9 @@ run_one() {
 setup() {
 	ensure_tern_user || die "cannot create user tern"
 	top=$(tap_tmpdir) || die "mktemp failed"
+	# Run a private copy: a concurrent rebuild cannot change it under us.
+	cp "$milter" "$top/tern-milter" && chmod 0755 "$top/tern-milter" || die "cannot copy $milter"
+	milter=$top/tern-milter
 	milter_port=$(free_port) && smtp_port=$(free_port) && sink_port=$(free_port) ||
 		die "no free port"
 
@@ -267,7 +275,7 @@ echo "load:     smtp-source -s $SESSIONS -l $SIZE -m $MESSAGES -f sender@example
 echo "date:     $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 echo "host:     $(uname -srm), nproc $(nproc), $(awk '/MemTotal/ { printf "%.1f GiB RAM", $2 / 1048576 }' /proc/meminfo), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "postfix:  $(postconf -d mail_version)"
-echo "tern:     $("$milter" -V 2>&1)"
+echo "tern:     $("$milter" -V 2>&1) ($milter, sha256 $(sha256sum "$milter" | cut -c1-12))"
 
 setup
 echo "queue:    $pf/queue ($(df -P --output=fstype "$pf/queue" 2>/dev/null | tail -n 1))"

@@ -28,6 +28,7 @@
 #include "xalloc.h"
 
 #define CONF_FILE_MAX (1024 * 1024)	/* larger is certainly a mistake */
+#define CONF_SECTION_MAX 48		/* libinih keeps 50 bytes of "[...]" */
 
 /* Parameter tables, one per section, generated from the .def files. */
 #define P(name, type, def, doc) {#name, CT_##type, def, doc, offsetof(SECTION_STRUCT, name)},
@@ -260,8 +261,12 @@ static void conf_section_line(struct conf_parse *ps, const char *line)
 	const struct conf_section *sec;
 	int n;
 
-	if (end == NULL || (size_t)(end - line) >= sizeof(name))
+	if (end == NULL)
 		return;		/* libinih reports the syntax error */
+	if (end - line > CONF_SECTION_MAX) {	/* libinih would truncate it */
+		conf_fail(ps, ps->line, "section header longer than %d characters", CONF_SECTION_MAX);
+		return;
+	}
 	n = sscanf(line + 1, "%127[^] \t] %127[^] \t]", name, arg);
 	if (n < 1) {
 		conf_fail(ps, ps->line, "empty section name");
@@ -370,7 +375,10 @@ static void conf_apply(struct conf_parse *ps)
 		const char *why;
 
 		sscanf(s->section, "%127s", secname);
-		sec = find_section(secname);
+		if ((sec = find_section(secname)) == NULL) {	/* checked by the reader */
+			conf_fail(ps, s->line, "unknown section [%s]", s->section);
+			return;
+		}
 		for (size_t j = 0; j < i; j++) {
 			if (strcmp(conf->settings[j].section, s->section) == 0
 			    && strcmp(conf->settings[j].name, s->name) == 0) {

@@ -33,7 +33,8 @@ printf '%s\n' "[global]" "trace_key_file = $top/trace.key" "[milter]" \
 	"listen = inet:$milter_port@127.0.0.1" "trusted_networks = 192.0.2.0/24" \
 	"max_received = 10" >"$top/tern.conf"
 "$milter" -f -c "$top/tern.conf" >"$top/milter.log" 2>&1 &
-tap_bg_register $!
+milter_pid=$!
+tap_bg_register $milter_pid
 tap_check "tern-milter listens" wait_for_port "$milter_port"
 
 mkdir "$top/sink" && chown nobody "$top/sink"
@@ -132,5 +133,36 @@ check_trace signed 0af7651916cd43dd8448eb211c80319c
 check_trace submitted
 tap_check "loop logged with verdict=reject" grep -qF \
 	"verdict=reject reason=loop: message has 11 Received: headers, limit 10 (mail loop?)" "$top/milter.log"
+
+# SIGUSR1 reloads: a new limit applies to the next message; a broken file
+# is refused with file:line and the running configuration stays.
+# loop_reply N - send N Received: headers, print the SMTP refusal
+loop_reply() {
+	local args=() i
+	for i in $(seq "$1"); do
+		args+=(--add-header "Received: from hop$i.example; Mon, 30 Nov 2026 10:00:00 +0000")
+	done
+	swaks_send "loop$1" "${args[@]}"
+	grep '^<\*\*' "$top/loop$1.swaks" | head -1
+}
+sed -i 's/^max_received = 10$/max_received = 5/' "$top/tern.conf"
+kill -USR1 "$milter_pid"
+tap_check "SIGUSR1 reloads" wait_until 5 grep -q "configuration reloaded from $top/tern.conf" "$top/milter.log"
+tap_is "the new max_received applies" "$(loop_reply 6)" \
+	'<** 554 5.4.6 message has 6 Received: headers, limit 5 (mail loop?)'
+echo "max_headers = lots" >>"$top/tern.conf"
+kill -USR1 "$milter_pid"
+tap_check "a broken file is refused with file:line" wait_until 5 grep -qF \
+	"reload failed, keeping the running configuration: $top/tern.conf:7: max_headers = lots: expected a number" \
+	"$top/milter.log"
+tap_is "the running configuration stays" "$(loop_reply 6)" \
+	'<** 554 5.4.6 message has 6 Received: headers, limit 5 (mail loop?)'
+
+pf_stop "$pf"
+kill -TERM "$milter_pid"
+wait "$milter_pid"
+tap_is "tern-milter stops cleanly on SIGTERM" "$?" 0
+tap_is "no sanitizer reports" "$(grep -c 'Sanitizer\|runtime error:' "$top/milter.log")" 0
+tap_check "logged its stop" grep -q "stopped$" "$top/milter.log"
 
 tap_done

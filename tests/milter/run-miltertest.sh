@@ -37,7 +37,8 @@ sign() {
 
 valid_tp=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01
 "$milter" -f -v -c "$dir/tern.conf" >"$dir/milter.log" 2>&1 &
-tap_bg_register $!
+pid=$!
+tap_bg_register $pid
 if ! wait_for_port "$port" 10; then
 	echo "tern-milter did not start:"; cat "$dir/milter.log"; exit 99
 fi
@@ -60,6 +61,14 @@ while IFS= read -r re; do
 		rc=1
 	fi
 done < <(sed -n 's/^-- log: //p' "$script")
+# A clean stop, so that sanitizer builds report leaks and errors.
+kill -TERM "$pid"
+wait "$pid"
+status=$?
+if [ "$status" -ne 0 ] || grep -Eq 'Sanitizer|runtime error:' "$dir/milter.log"; then
+	echo "FAIL: tern-milter exited with status $status or reported a sanitizer error"
+	rc=1
+fi
 echo "--- tern-milter log:"
 cat "$dir/milter.log"
 exit $rc

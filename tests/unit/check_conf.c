@@ -119,6 +119,8 @@ static const struct {
 	 "t.conf:2: route example.org names unknown peer \"nowhere\" (define it with [peer nowhere])"},
 	{"[peer p]\n[routes]\nexample..org = p\n",
 	 "t.conf:3: bad route domain \"example..org\" (use example.org, .example.org or *)"},
+	{"[peer aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa]\n",
+	 "t.conf:1: section header longer than 48 characters"},
 	{"[milter]\nmax_received = 99999999999\n", "t.conf:2: max_received = 99999999999: number too large"},
 };
 
