@@ -27,6 +27,9 @@
 #                       Postfix queue lives; /dev/shm (tmpfs) keeps disk
 #                       fsync latency out of the measurement
 #     RUN_TIMEOUT [900] seconds to wait for one run to drain
+#     MILTER_SOCKET [inet]  inet: milter on 127.0.0.1:PORT (as deployed);
+#                       unix: on a UNIX-domain socket (diagnostic: no TCP,
+#                       so no Nagle/delayed-ACK interaction)
 #     TERN_MILTER [src/milter/tern-milter, else build/src/milter/tern-milter]
 #
 # Output: the exact command, environment facts, one line per run and a
@@ -44,6 +47,7 @@ SIZE=${SIZE:-10240}
 ROUNDS=${ROUNDS:-3}
 WARMUP=${WARMUP:-500}
 RUN_TIMEOUT=${RUN_TIMEOUT:-900}
+MILTER_SOCKET=${MILTER_SOCKET:-inet}
 milter=${TERN_MILTER:-}
 if [ -z "$milter" ]; then
 	milter=$top_src/src/milter/tern-milter
@@ -74,6 +78,7 @@ for v in MESSAGES SESSIONS SIZE ROUNDS WARMUP RUN_TIMEOUT; do
 	[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer"
 done
 [ "$MESSAGES" -gt 0 ] && [ "$ROUNDS" -gt 0 ] || die "MESSAGES and ROUNDS must be > 0"
+case $MILTER_SOCKET in inet | unix) ;; *) die "MILTER_SOCKET must be inet or unix" ;; esac
 
 # now_us - print the current time in microseconds
 now_us() {
@@ -91,11 +96,11 @@ rate() {
 	awk -v n="$1" -v a="$2" -v b="$3" 'BEGIN { printf "%.1f", n / ((b - a) / 1e6) }'
 }
 
-# sink_count - print smtp-sink's running "msg=" counter (its -c output)
+# sink_count - print smtp-sink's running "mesg=" counter (its -c output)
 sink_count() {
 	local last
-	last=$(tail -c 80 "$top/sink.out" 2>/dev/null | tr '\r' '\n' | grep 'msg=' | tail -n 1)
-	last=${last##*msg=}
+	last=$(tail -c 80 "$top/sink.out" 2>/dev/null | tr '\r' '\n' | grep 'mesg=' | tail -n 1)
+	last=${last##*mesg=}
 	echo "${last:-0}"
 }
 
@@ -135,7 +140,7 @@ median() {
 set_variant() {
 	pf_stop "$pf"
 	if [ "$1" = with ]; then
-		postconf -c "$pf/conf" -e "smtpd_milters = inet:127.0.0.1:$milter_port" \
+		postconf -c "$pf/conf" -e "smtpd_milters = $milter_pf" \
 			"milter_protocol = 6" "milter_default_action = tempfail" || return 1
 	else
 		postconf -c "$pf/conf" -e "smtpd_milters =" || return 1
@@ -237,12 +242,23 @@ setup() {
 	# tern-milter with its default checks, as in tests/integration.
 	"$milter" -K "$top/trace.key" >/dev/null || die "tern-milter -K failed"
 	chown tern "$top/trace.key"
+	if [ "$MILTER_SOCKET" = unix ]; then
+		milter_listen=unix:$top/milter.sock
+		milter_pf=unix:$top/milter.sock
+	else
+		milter_listen=inet:$milter_port@127.0.0.1
+		milter_pf=inet:127.0.0.1:$milter_port
+	fi
 	printf '%s\n' "[global]" "trace_key_file = $top/trace.key" "[milter]" \
-		"listen = inet:$milter_port@127.0.0.1" >"$top/tern.conf"
+		"listen = $milter_listen" >"$top/tern.conf"
 	"$milter" -f -c "$top/tern.conf" >"$top/milter.log" 2>&1 &
 	milter_pid=$!
 	tap_bg_register "$milter_pid"
-	wait_for_port "$milter_port" || die "tern-milter did not start: $(cat "$top/milter.log")"
+	if [ "$MILTER_SOCKET" = unix ]; then
+		wait_for_file "$top/milter.sock" && chmod 0666 "$top/milter.sock"
+	else
+		wait_for_port "$milter_port"
+	fi || die "tern-milter did not start: $(cat "$top/milter.log")"
 
 	pf=$top/pf
 	pf_create "$pf" "$smtp_port" || die "pf_create failed"
@@ -270,7 +286,7 @@ ingest_with=()
 ingest_without=()
 
 echo "== tern-milter throughput benchmark"
-echo "command:  ${cmdline}  (MESSAGES=$MESSAGES SESSIONS=$SESSIONS SIZE=$SIZE ROUNDS=$ROUNDS WARMUP=$WARMUP BENCH_TMPDIR=$BENCH_TMPDIR)"
+echo "command:  ${cmdline}  (MESSAGES=$MESSAGES SESSIONS=$SESSIONS SIZE=$SIZE ROUNDS=$ROUNDS WARMUP=$WARMUP MILTER_SOCKET=$MILTER_SOCKET BENCH_TMPDIR=$BENCH_TMPDIR)"
 echo "load:     smtp-source -s $SESSIONS -l $SIZE -m $MESSAGES -f sender@example.org -t rcpt@example.com 127.0.0.1:PORT"
 echo "date:     $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 echo "host:     $(uname -srm), nproc $(nproc), $(awk '/MemTotal/ { printf "%.1f GiB RAM", $2 / 1048576 }' /proc/meminfo), load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -278,8 +294,8 @@ echo "postfix:  $(postconf -d mail_version)"
 echo "tern:     $("$milter" -V 2>&1) ($milter, sha256 $(sha256sum "$milter" | cut -c1-12))"
 
 setup
-echo "queue:    $pf/queue ($(df -P --output=fstype "$pf/queue" 2>/dev/null | tail -n 1))"
-echo "milter:   tern-milter pid $milter_pid on inet:127.0.0.1:$milter_port (default checks)"
+echo "queue:    $pf/queue ($(df --output=fstype "$pf/queue" 2>/dev/null | tail -n 1))"
+echo "milter:   tern-milter pid $milter_pid, smtpd_milters = $milter_pf (default checks)"
 echo
 
 if [ "$WARMUP" -gt 0 ]; then

@@ -5,7 +5,7 @@
 set -e
 packages="
 	build-essential autoconf automake pkg-config
-	libmilter-dev liblmdb-dev libsodium-dev libssl-dev libinih-dev
+	libmilter-dev liblmdb-dev libsodium-dev libssl-dev libinih-dev libjansson-dev lmdb-utils
 	check clang libclang-rt-14-dev mandoc
 	postfix miltertest swaks openssl python3 procps iproute2
 "

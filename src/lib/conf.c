@@ -21,6 +21,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <unistd.h>
+
 #include <ini.h>
 
 #include "conf.h"
@@ -42,13 +44,18 @@ static const struct conf_param milter_params[] = {
 #include "conf_milter.def"
 };
 #undef SECTION_STRUCT
+#define SECTION_STRUCT struct conf_ternd
+static const struct conf_param ternd_params[] = {
+#include "conf_ternd.def"
+};
+#undef SECTION_STRUCT
 #undef P
 
 #define TABLE(t) t, sizeof(t) / sizeof(t[0])
 const struct conf_section conf_sections[] = {
 	{"global", TABLE(global_params), 0, 0},
 	{"milter", TABLE(milter_params), 0, 0},
-	{"ternd", NULL, 0, 0, 0},
+	{"ternd", TABLE(ternd_params), 0, 0},
 	{"peer", NULL, 0, 1, 0},
 	{"routes", NULL, 0, 0, 1},
 	{"report", NULL, 0, 0, 0},
@@ -57,6 +64,7 @@ const size_t conf_nsections = sizeof(conf_sections) / sizeof(conf_sections[0]);
 
 static const char *const action_names[] = {"reject", "tempfail", "tag", "off", NULL};
 static const char *const onerror_names[] = {"accept", "tempfail", NULL};
+static const char *const barenl_names[] = {"reject", "normalize", NULL};
 
 /* Parser state shared by the line reader and the libinih handler. */
 struct conf_parse {
@@ -129,6 +137,8 @@ static void *section_base(struct conf *conf, const struct conf_section *sec)
 		return &conf->global;
 	if (strcmp(sec->name, "milter") == 0)
 		return &conf->milter;
+	if (strcmp(sec->name, "ternd") == 0)
+		return &conf->ternd;
 	return NULL;
 }
 
@@ -186,6 +196,11 @@ static const char *conf_set(enum conf_type type, void *field, const char *value)
 		if ((i = parse_enum(value, onerror_names)) < 0)
 			return "expected accept or tempfail";
 		*(enum conf_onerror *)field = (enum conf_onerror)i;
+		return NULL;
+	case CT_BARENL:
+		if ((i = parse_enum(value, barenl_names)) < 0)
+			return "expected reject or normalize";
+		*(enum conf_barenl *)field = (enum conf_barenl)i;
 		return NULL;
 	case CT_CIDRS: {
 		struct cidr_list *list = cidr_list_parse(value, &why);
@@ -428,6 +443,7 @@ static struct conf *conf_new(const char *path)
 	conf->path = xstrdup(path);
 	conf_set_defaults(find_section("global"), &conf->global);
 	conf_set_defaults(find_section("milter"), &conf->milter);
+	conf_set_defaults(find_section("ternd"), &conf->ternd);
 	return conf;
 }
 
@@ -496,6 +512,7 @@ void conf_free(struct conf **confp)
 		return;
 	conf_free_values(find_section("global"), &conf->global);
 	conf_free_values(find_section("milter"), &conf->milter);
+	conf_free_values(find_section("ternd"), &conf->ternd);
 	for (size_t i = 0; i < conf->npeers; i++)
 		free(conf->peers[i].name);
 	free(conf->peers);
@@ -544,4 +561,25 @@ void conf_print_settings(FILE *fp, const struct conf *conf)
 		}
 		fprintf(fp, "%s = %s\n", s->name, s->value);
 	}
+}
+
+/* conf_control_socket - the control socket path, RUN_DIR/control.sock by default */
+const char *conf_control_socket(const struct conf *conf, char *buf, size_t buflen)
+{
+	if (conf->ternd.control_socket[0] != '\0')
+		return conf->ternd.control_socket;
+	snprintf(buf, buflen, "%s/control.sock", conf->global.run_dir);
+	return buf;
+}
+
+/* conf_hostname - the configured host name, or the system's */
+const char *conf_hostname(const struct conf *conf)
+{
+	static char name[256];
+
+	if (conf->global.hostname[0] != '\0')
+		return conf->global.hostname;
+	if (name[0] == '\0' && (gethostname(name, sizeof(name) - 1) < 0 || name[0] == '\0'))
+		snprintf(name, sizeof(name), "localhost");
+	return name;
 }

@@ -19,8 +19,11 @@
 
 enum conf_action { ACTION_REJECT, ACTION_TEMPFAIL, ACTION_TAG, ACTION_OFF };
 enum conf_onerror { ONERROR_ACCEPT, ONERROR_TEMPFAIL };
+enum conf_barenl { BARENL_REJECT, BARENL_NORMALIZE };
 
-enum conf_type { CT_STR, CT_BOOL, CT_INT, CT_SIZE, CT_TIME, CT_ACTION, CT_ONERROR, CT_CIDRS };
+enum conf_type {
+	CT_STR, CT_BOOL, CT_INT, CT_SIZE, CT_TIME, CT_ACTION, CT_ONERROR, CT_BARENL, CT_CIDRS
+};
 
 /* C types of each configuration type; TIME is in milliseconds. */
 #define CONF_CTYPE_STR char *
@@ -30,6 +33,7 @@ enum conf_type { CT_STR, CT_BOOL, CT_INT, CT_SIZE, CT_TIME, CT_ACTION, CT_ONERRO
 #define CONF_CTYPE_TIME long long
 #define CONF_CTYPE_ACTION enum conf_action
 #define CONF_CTYPE_ONERROR enum conf_onerror
+#define CONF_CTYPE_BARENL enum conf_barenl
 #define CONF_CTYPE_CIDRS struct cidr_list *
 
 #define P(name, type, def, doc) CONF_CTYPE_##type name;
@@ -38,6 +42,9 @@ struct conf_global {
 };
 struct conf_milter {
 #include "conf_milter.def"
+};
+struct conf_ternd {
+#include "conf_ternd.def"
 };
 #undef P
 
@@ -62,6 +69,7 @@ struct conf {
 	char *path;
 	struct conf_global global;
 	struct conf_milter milter;
+	struct conf_ternd ternd;
 	size_t npeers;
 	struct conf_peer *peers;
 	size_t nroutes;
@@ -95,6 +103,8 @@ struct conf *conf_load_string(const char *text, const char *name, char *err, siz
 void conf_free(struct conf **conf);
 void conf_print_defaults(FILE *fp);
 void conf_print_settings(FILE *fp, const struct conf *conf);
+const char *conf_control_socket(const struct conf *conf, char *buf, size_t buflen);
+const char *conf_hostname(const struct conf *conf);
 const char *conf_action_name(enum conf_action action);
 
 #endif

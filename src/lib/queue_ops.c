@@ -1,0 +1,103 @@
+/*
+ * queue_ops - hold, release, delete and retry, as store write functions.
+ *
+ * Files are removed only after the transaction that forgot them has
+ * committed (queue_op_cleanup), never before: a crash in between leaves
+ * an orphan file, which recovery removes, never a record without a body.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "queue_ops.h"
+
+/* queue_op_parse - the operation named by a ternq command */
+int queue_op_parse(const char *name, enum queue_op *op)
+{
+	static const char *const names[] = {"hold", "release", "delete", "retry"};
+
+	for (int i = 0; i < 4; i++)
+		if (strcmp(name, names[i]) == 0)
+			return *op = (enum queue_op)i, 0;
+	return -1;
+}
+
+/* op_delete - forget a message; note the files to remove after commit */
+static int op_delete(struct store_txn *txn, struct queue_op_arg *a, const struct q_msg *m)
+{
+	struct store_seg seg;
+	int rc;
+
+	if ((rc = store_del_msg(txn, a->qid)) != 0)
+		return rc;
+	if (m->flags & QMSG_OWNFILE) {
+		a->own_file = 1;
+		return 0;
+	}
+	if ((rc = store_txn_get_seg(txn, m->seg_id, &seg)) == 1)
+		return 0;	/* no bookkeeping: recovery sorts it out */
+	if (rc != 0)
+		return rc;
+	if (seg.live > 0)
+		seg.live--;
+	if (seg.live == 0 && seg.id != a->current_seg) {
+		a->seg_to_remove = seg.id;
+		return store_del_seg(txn, seg.id);
+	}
+	return store_put_seg(txn, &seg);
+}
+
+/* queue_op_write - apply one operation to one message */
+int queue_op_write(struct store_txn *txn, void *arg)
+{
+	struct queue_op_arg *a = arg;
+	struct q_msg m;
+	struct q_rcpt *rcpts = NULL;
+	size_t n = 0;
+	int rc;
+
+	a->found = 0;
+	a->own_file = 0;
+	a->seg_to_remove = 0;
+	if ((rc = store_txn_get_msg(txn, a->qid, &m)) == 1)
+		return 0;
+	if (rc != 0)
+		return rc;
+	a->found = 1;
+	switch (a->op) {
+	case QOP_HOLD:
+	case QOP_RELEASE:
+		if (a->op == QOP_HOLD)
+			m.flags |= QMSG_HOLD;
+		else
+			m.flags &= ~(uint32_t)QMSG_HOLD;
+		rc = store_put_msg(txn, &m);
+		break;
+	case QOP_DELETE:
+		rc = op_delete(txn, a, &m);
+		break;
+	case QOP_RETRY:
+		store_txn_get_rcpts(txn, a->qid, &rcpts, &n);
+		for (size_t i = 0; i < n && rc == 0; i++) {
+			uint64_t old = rcpts[i].next_us;
+
+			if (rcpts[i].state != RCPT_QUEUED && rcpts[i].state != RCPT_DEFERRED)
+				continue;
+			rcpts[i].next_us = a->now_us;
+			rc = store_put_rcpt(txn, a->qid, &rcpts[i], old);
+		}
+		q_rcpts_free(&rcpts, n);
+		break;
+	}
+	q_msg_clear(&m);
+	return rc;
+}
+
+/* queue_op_cleanup - after the commit: remove the files a delete freed */
+void queue_op_cleanup(struct spool *sp, const struct queue_op_arg *a)
+{
+	if (a->own_file)
+		spool_own_remove(sp, a->qid);
+	if (a->seg_to_remove)
+		spool_seg_remove(sp, a->seg_to_remove);
+}

@@ -1,0 +1,33 @@
+/*
+ * queue_ops - the changes ternq makes to the queue (hold, release,
+ * delete, retry), as store write functions. ternd runs them through its
+ * committer (the only writer while it runs); ternq runs them directly
+ * when ternd is stopped. One implementation for both.
+ */
+#ifndef TERN_QUEUE_OPS_H
+#define TERN_QUEUE_OPS_H
+
+#include <stdint.h>
+
+#include "queue.h"
+#include "spool.h"
+#include "store.h"
+
+enum queue_op { QOP_HOLD, QOP_RELEASE, QOP_DELETE, QOP_RETRY };
+
+struct queue_op_arg {
+	enum queue_op op;
+	char qid[QID_LEN + 1];
+	uint64_t now_us;
+	uint64_t current_seg;		/* never removed: still being appended to */
+	/* results, for the caller to act on after the commit */
+	int found;
+	int own_file;			/* delete: remove SPOOL/own/QID */
+	uint64_t seg_to_remove;		/* delete: remove this empty segment (0: none) */
+};
+
+int queue_op_parse(const char *name, enum queue_op *op);
+int queue_op_write(struct store_txn *txn, void *arg);
+void queue_op_cleanup(struct spool *sp, const struct queue_op_arg *a);
+
+#endif

@@ -1,0 +1,282 @@
+/*
+ * spool - message bodies on disk.
+ *
+ * Paths: SPOOL_DIR/seg/<16 hex digits> for segments, SPOOL_DIR/own/<QID>
+ * for messages with a file of their own. Directories are fsynced after a
+ * file is created in them, before the message that needs it is committed.
+ * Never reads or writes message bytes through stdio.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "spool.h"
+#include "xalloc.h"
+
+#define SPOOL_IOV_MAX 1024		/* Linux's IOV_MAX */
+
+struct spool {
+	char *dir;
+	int segdir, owndir;		/* directory fds, for *at() and fsync */
+	uint64_t segment_size;
+	/* the segment being appended to (committer only) */
+	int fd;
+	uint64_t id, length;
+	int created;			/* created since the last spool_sync() */
+};
+
+/* open_dir - create (if missing) and open a directory */
+static int open_dir(const char *path, char *err, size_t errlen)
+{
+	int fd;
+
+	if (mkdir(path, 0750) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+		return -1;
+	}
+	if ((fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+	return fd;
+}
+
+/* spool_open - open the spool under dir, creating its subdirectories */
+struct spool *spool_open(const char *dir, uint64_t segment_size, char *err, size_t errlen)
+{
+	struct spool *sp = xcalloc(1, sizeof(*sp));
+	char path[4096];
+	int top;
+
+	sp->dir = xstrdup(dir);
+	sp->segment_size = segment_size;
+	sp->fd = sp->segdir = sp->owndir = -1;
+	if ((top = open_dir(dir, err, errlen)) < 0)
+		goto fail;
+	close(top);
+	snprintf(path, sizeof(path), "%s/seg", dir);
+	if ((sp->segdir = open_dir(path, err, errlen)) < 0)
+		goto fail;
+	snprintf(path, sizeof(path), "%s/own", dir);
+	if ((sp->owndir = open_dir(path, err, errlen)) < 0)
+		goto fail;
+	return sp;
+fail:
+	spool_close(&sp);
+	return NULL;
+}
+
+/* spool_close - close everything and clear the pointer */
+void spool_close(struct spool **spp)
+{
+	struct spool *sp = *spp;
+
+	if (sp == NULL)
+		return;
+	if (sp->fd >= 0)
+		close(sp->fd);
+	if (sp->segdir >= 0)
+		close(sp->segdir);
+	if (sp->owndir >= 0)
+		close(sp->owndir);
+	free(sp->dir);
+	free(sp);
+	*spp = NULL;
+}
+
+/* seg_name - the file name of segment id */
+static void seg_name(uint64_t id, char name[17])
+{
+	snprintf(name, 17, "%016" PRIx64, id);
+}
+
+/* spool_start_segment - the next append goes to a new segment, id */
+void spool_start_segment(struct spool *sp, uint64_t id)
+{
+	if (sp->fd >= 0)
+		close(sp->fd);
+	sp->fd = -1;
+	sp->id = id;
+	sp->length = 0;
+}
+
+/* spool_append - write a batch of bodies at the end of the current segment */
+int spool_append(struct spool *sp, const struct iovec *iov, int iovcnt, size_t total,
+		 uint64_t *seg_id, uint64_t *offset)
+{
+	size_t done = 0;
+	int i = 0;
+
+	if (sp->fd < 0) {
+		char name[17];
+
+		seg_name(sp->id, name);
+		sp->fd = openat(sp->segdir, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+		if (sp->fd < 0)
+			return -1;
+		sp->created = 1;
+	}
+	*seg_id = sp->id;
+	*offset = sp->length;
+	while (done < total) {
+		struct iovec part[SPOOL_IOV_MAX];
+		int n = 0;
+		size_t skip = done;
+		ssize_t w;
+
+		/* Rebuild the vector from where the last short write stopped. */
+		for (i = 0; i < iovcnt && skip >= iov[i].iov_len; i++)
+			skip -= iov[i].iov_len;
+		for (; i < iovcnt && n < SPOOL_IOV_MAX; i++, n++) {
+			part[n].iov_base = (char *)iov[i].iov_base + skip;
+			part[n].iov_len = iov[i].iov_len - skip;
+			skip = 0;
+		}
+		w = pwritev(sp->fd, part, n, (off_t)(sp->length + done));
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (w == 0)
+				errno = EIO;
+			return -1;
+		}
+		done += (size_t)w;
+	}
+	sp->length += total;
+	return 0;
+}
+
+/* spool_sync - make appended data (and a new segment's name) durable */
+int spool_sync(struct spool *sp)
+{
+	if (sp->fd >= 0 && fdatasync(sp->fd) < 0)
+		return -1;
+	if (sp->created) {
+		if (fsync(sp->segdir) < 0)
+			return -1;
+		sp->created = 0;
+	}
+	return 0;
+}
+
+/* spool_sync_owndir - make the names of new own files durable */
+int spool_sync_owndir(struct spool *sp)
+{
+	return fsync(sp->owndir);
+}
+
+uint64_t spool_segment_id(const struct spool *sp)
+{
+	return sp->id;
+}
+
+uint64_t spool_segment_length(const struct spool *sp)
+{
+	return sp->length;
+}
+
+/* spool_segment_full - time to start a new segment */
+int spool_segment_full(const struct spool *sp)
+{
+	return sp->length >= sp->segment_size;
+}
+
+/* spool_abandon_segment - after a write or sync error: append no more here */
+void spool_abandon_segment(struct spool *sp)
+{
+	if (sp->fd >= 0)
+		close(sp->fd);
+	sp->fd = -1;
+	sp->created = 0;
+}
+
+/* spool_own_create - a new file of its own for a large message body */
+int spool_own_create(struct spool *sp, const char *qid)
+{
+	return openat(sp->owndir, qid, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+}
+
+/* spool_own_remove - remove a message's own file */
+int spool_own_remove(struct spool *sp, const char *qid)
+{
+	return unlinkat(sp->owndir, qid, 0) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+/* spool_seg_remove - remove a segment file */
+int spool_seg_remove(struct spool *sp, uint64_t id)
+{
+	char name[17];
+
+	seg_name(id, name);
+	return unlinkat(sp->segdir, name, 0) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+/* spool_seg_truncate - cut a segment back to its committed length */
+int spool_seg_truncate(struct spool *sp, uint64_t id, uint64_t length)
+{
+	char name[17];
+	struct stat st;
+	int fd, rc = 0;
+
+	seg_name(id, name);
+	if ((fd = openat(sp->segdir, name, O_WRONLY | O_CLOEXEC)) < 0)
+		return -1;
+	if (fstat(fd, &st) == 0 && (uint64_t)st.st_size > length)
+		rc = ftruncate(fd, (off_t)length) < 0 || fdatasync(fd) < 0 ? -1 : 1;
+	else if ((uint64_t)st.st_size < length) {
+		errno = EIO;	/* committed data missing: report, never pad */
+		rc = -1;
+	}
+	close(fd);
+	return rc;
+}
+
+/* spool_open_body - open the file holding m's body; *offset is where it starts */
+int spool_open_body(struct spool *sp, const struct q_msg *m, off_t *offset)
+{
+	char name[17];
+
+	if (m->flags & QMSG_OWNFILE) {
+		*offset = 0;
+		return openat(sp->owndir, m->qid, O_RDONLY | O_CLOEXEC);
+	}
+	seg_name(m->seg_id, name);
+	*offset = (off_t)m->offset;
+	return openat(sp->segdir, name, O_RDONLY | O_CLOEXEC);
+}
+
+/* foreach_file - call fn for every regular entry of a spool directory */
+static int foreach_file(int dirfd, spool_file_fn fn, void *arg)
+{
+	DIR *d;
+	struct dirent *e;
+	int fd = dup(dirfd), stop = 0;
+
+	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	rewinddir(d);
+	while (!stop && (e = readdir(d)) != NULL)
+		if (e->d_name[0] != '.')
+			stop = fn(e->d_name, arg);
+	closedir(d);
+	return stop;
+}
+
+int spool_foreach_seg_file(struct spool *sp, spool_file_fn fn, void *arg)
+{
+	return foreach_file(sp->segdir, fn, arg);
+}
+
+int spool_foreach_own_file(struct spool *sp, spool_file_fn fn, void *arg)
+{
+	return foreach_file(sp->owndir, fn, arg);
+}

@@ -1,0 +1,583 @@
+/*
+ * store - ternd's queue state in LMDB.
+ *
+ * Databases in one environment (STATE_DIR/queue):
+ *   msg    qid                      -> message record (store_codec)
+ *   rcpt   qid . idx(be32)          -> recipient record
+ *   sched  next_us(be64) . qid . idx -> peer name: live recipients by due time
+ *   seg    id(be64)                 -> segment bookkeeping
+ *   meta   name                     -> u64 (last queue id, next segment, ...)
+ * Big-endian keys sort numerically. Must never hold a read transaction
+ * longer than one call, and never write outside store_write().
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <lmdb.h>
+
+#include "store.h"
+#include "store_codec.h"
+#include "xalloc.h"
+
+#define STORE_MAP_INITIAL (256ULL << 20)
+#define STORE_MAP_MAX (1ULL << 40)
+#define RCPT_KEY_LEN (QID_LEN + 4)
+#define SCHED_KEY_LEN (8 + QID_LEN + 4)
+
+struct store {
+	MDB_env *env;
+	MDB_dbi msg, rcpt, sched, seg, meta;
+	size_t mapsize;
+	pthread_rwlock_t resize;	/* readers share; map growth is exclusive */
+	int readonly;
+};
+
+struct store_txn {
+	struct store *st;
+	MDB_txn *txn;
+};
+
+/* be_put - big-endian integer into key bytes */
+static void be_put(unsigned char *p, uint64_t v, size_t width)
+{
+	for (size_t i = width; i-- > 0; v >>= 8)
+		p[i] = (unsigned char)(v & 0xff);
+}
+
+/* be_get - big-endian integer from key bytes */
+static uint64_t be_get(const unsigned char *p, size_t width)
+{
+	uint64_t v = 0;
+
+	for (size_t i = 0; i < width; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* store_open - open (creating if allowed) the queue environment in dir */
+struct store *store_open(const char *dir, int readonly, char *err, size_t errlen)
+{
+	struct store *st = xcalloc(1, sizeof(*st));
+	MDB_txn *txn = NULL;
+	MDB_envinfo info;
+	int rc;
+
+	pthread_rwlock_init(&st->resize, NULL);
+	st->readonly = readonly;
+	if (!readonly && mkdir(dir, 0750) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "%s: cannot create: %s", dir, strerror(errno));
+		goto fail;
+	}
+	if ((rc = mdb_env_create(&st->env)) != 0
+	    || (rc = mdb_env_set_maxdbs(st->env, 8)) != 0
+	    || (rc = mdb_env_set_mapsize(st->env, STORE_MAP_INITIAL)) != 0
+	    || (rc = mdb_env_open(st->env, dir, MDB_NOTLS | (readonly ? MDB_RDONLY : 0), 0660)) != 0) {
+		snprintf(err, errlen, "%s: cannot open queue database: %s", dir, mdb_strerror(rc));
+		goto fail;
+	}
+	/* Another process may have grown the map: adopt its size. */
+	mdb_env_set_mapsize(st->env, 0);
+	mdb_env_info(st->env, &info);
+	st->mapsize = info.me_mapsize;
+	if ((rc = mdb_txn_begin(st->env, NULL, readonly ? MDB_RDONLY : 0, &txn)) != 0
+	    || (rc = mdb_dbi_open(txn, "msg", readonly ? 0 : MDB_CREATE, &st->msg)) != 0
+	    || (rc = mdb_dbi_open(txn, "rcpt", readonly ? 0 : MDB_CREATE, &st->rcpt)) != 0
+	    || (rc = mdb_dbi_open(txn, "sched", readonly ? 0 : MDB_CREATE, &st->sched)) != 0
+	    || (rc = mdb_dbi_open(txn, "seg", readonly ? 0 : MDB_CREATE, &st->seg)) != 0
+	    || (rc = mdb_dbi_open(txn, "meta", readonly ? 0 : MDB_CREATE, &st->meta)) != 0
+	    || (rc = mdb_txn_commit(txn)) != 0) {
+		if (txn && rc != 0)
+			mdb_txn_abort(txn);
+		snprintf(err, errlen, "%s: cannot open queue tables: %s%s", dir, mdb_strerror(rc),
+			 readonly && rc == MDB_NOTFOUND ? " (has ternd ever run?)" : "");
+		goto fail;
+	}
+	store_reader_check(st);
+	return st;
+fail:
+	if (st->env)
+		mdb_env_close(st->env);
+	pthread_rwlock_destroy(&st->resize);
+	free(st);
+	return NULL;
+}
+
+/* store_close - close the environment and clear the pointer */
+void store_close(struct store **stp)
+{
+	struct store *st = *stp;
+
+	if (st == NULL)
+		return;
+	mdb_env_close(st->env);
+	pthread_rwlock_destroy(&st->resize);
+	free(st);
+	*stp = NULL;
+}
+
+/* store_reader_check - clear reader slots of dead processes; how many */
+int store_reader_check(struct store *st)
+{
+	int dead = 0;
+
+	mdb_reader_check(st->env, &dead);
+	return dead;
+}
+
+/* store_grow - double the map; only with no transaction of ours open */
+static int store_grow(struct store *st)
+{
+	size_t want = st->mapsize * 2;
+	int rc;
+
+	if (want > STORE_MAP_MAX)
+		return MDB_MAP_FULL;
+	pthread_rwlock_wrlock(&st->resize);
+	rc = mdb_env_set_mapsize(st->env, want);
+	if (rc == 0)
+		st->mapsize = want;
+	pthread_rwlock_unlock(&st->resize);
+	return rc;
+}
+
+/* store_write - run fn in a write transaction and commit it durably */
+int store_write(struct store *st, store_write_fn fn, void *arg, char *err, size_t errlen)
+{
+	struct store_txn t = {st, NULL};
+	int rc;
+
+	for (;;) {
+		pthread_rwlock_rdlock(&st->resize);
+		rc = mdb_txn_begin(st->env, NULL, 0, &t.txn);
+		if (rc == MDB_MAP_RESIZED) {	/* grown by another process */
+			pthread_rwlock_unlock(&st->resize);
+			pthread_rwlock_wrlock(&st->resize);
+			mdb_env_set_mapsize(st->env, 0);
+			pthread_rwlock_unlock(&st->resize);
+			continue;
+		}
+		if (rc == 0) {
+			rc = fn(&t, arg);
+			if (rc == 0)
+				rc = mdb_txn_commit(t.txn);	/* synchronous: data and meta synced */
+			else
+				mdb_txn_abort(t.txn);
+		}
+		pthread_rwlock_unlock(&st->resize);
+		if (rc != MDB_MAP_FULL)
+			break;
+		if ((rc = store_grow(st)) != 0)
+			break;
+	}
+	if (rc != 0)
+		snprintf(err, errlen, "queue database: %s",
+			 rc > 0 ? strerror(rc) : mdb_strerror(rc));
+	return rc == 0 ? 0 : -1;
+}
+
+/* put - one key/value in a write transaction */
+static int put(struct store_txn *t, MDB_dbi dbi, const void *k, size_t klen, const void *v, size_t vlen)
+{
+	MDB_val key = {klen, (void *)k}, val = {vlen, (void *)v};
+
+	return mdb_put(t->txn, dbi, &key, &val, 0);
+}
+
+/* del - delete one key; a missing key is fine */
+static int del(struct store_txn *t, MDB_dbi dbi, const void *k, size_t klen)
+{
+	MDB_val key = {klen, (void *)k};
+	int rc = mdb_del(t->txn, dbi, &key, NULL);
+
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+static int load_rcpts(struct store *st, MDB_txn *txn, const char *qid,
+		      struct q_rcpt **rcpts, size_t *n);
+
+/* rcpt_key - qid . idx */
+static void rcpt_key(unsigned char key[RCPT_KEY_LEN], const char *qid, uint32_t idx)
+{
+	memcpy(key, qid, QID_LEN);
+	be_put(key + QID_LEN, idx, 4);
+}
+
+/* sched_key - next_us . qid . idx */
+static void sched_key(unsigned char key[SCHED_KEY_LEN], uint64_t next_us, const char *qid, uint32_t idx)
+{
+	be_put(key, next_us, 8);
+	memcpy(key + 8, qid, QID_LEN);
+	be_put(key + 8 + QID_LEN, idx, 4);
+}
+
+/* store_put_msg - add or replace a message record */
+int store_put_msg(struct store_txn *t, const struct q_msg *m)
+{
+	unsigned char buf[STORE_RECORD_MAX];
+	size_t n = q_msg_encode(m, buf, sizeof(buf));
+
+	return n ? put(t, t->st->msg, m->qid, QID_LEN, buf, n) : EINVAL;
+}
+
+/* live - does a recipient in this state still need delivery */
+static int live(uint8_t state)
+{
+	return state == RCPT_QUEUED || state == RCPT_DEFERRED;
+}
+
+/* store_put_rcpt - add or replace a recipient, keeping the schedule in step */
+int store_put_rcpt(struct store_txn *t, const char *qid, const struct q_rcpt *r, uint64_t old_next_us)
+{
+	unsigned char buf[STORE_RECORD_MAX], key[RCPT_KEY_LEN], skey[SCHED_KEY_LEN];
+	size_t n = q_rcpt_encode(r, buf, sizeof(buf));
+	int rc;
+
+	if (n == 0)
+		return EINVAL;
+	rcpt_key(key, qid, r->idx);
+	if ((rc = put(t, t->st->rcpt, key, sizeof(key), buf, n)) != 0)
+		return rc;
+	if (old_next_us) {
+		sched_key(skey, old_next_us, qid, r->idx);
+		if ((rc = del(t, t->st->sched, skey, sizeof(skey))) != 0)
+			return rc;
+	}
+	if (live(r->state)) {
+		sched_key(skey, r->next_us, qid, r->idx);
+		rc = put(t, t->st->sched, skey, sizeof(skey), r->peer, strlen(r->peer));
+	}
+	return rc;
+}
+
+/* store_del_msg - remove a message, its recipients and their schedule entries */
+int store_del_msg(struct store_txn *t, const char *qid)
+{
+	unsigned char key[RCPT_KEY_LEN], skey[SCHED_KEY_LEN];
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int rc;
+
+	if ((rc = mdb_cursor_open(t->txn, t->st->rcpt, &cur)) != 0)
+		return rc;
+	rcpt_key(key, qid, 0);
+	k.mv_size = sizeof(key);
+	k.mv_data = key;
+	rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+	while (rc == 0 && k.mv_size == RCPT_KEY_LEN && memcmp(k.mv_data, qid, QID_LEN) == 0) {
+		struct q_rcpt r;
+
+		if (q_rcpt_decode(v.mv_data, v.mv_size, &r) == 0) {
+			if (live(r.state)) {
+				sched_key(skey, r.next_us, qid, r.idx);
+				if ((rc = del(t, t->st->sched, skey, sizeof(skey))) != 0) {
+					q_rcpt_clear(&r);
+					break;
+				}
+			}
+			q_rcpt_clear(&r);
+		}
+		if ((rc = mdb_cursor_del(cur, 0)) != 0)
+			break;
+		/* After a delete the cursor stands on the next record, if any. */
+		rc = mdb_cursor_get(cur, &k, &v, MDB_GET_CURRENT);
+		if (rc == EINVAL)
+			rc = MDB_NOTFOUND;
+	}
+	mdb_cursor_close(cur);
+	if (rc != 0 && rc != MDB_NOTFOUND)
+		return rc;
+	return del(t, t->st->msg, qid, QID_LEN);
+}
+
+/* seg_encode - a segment's bookkeeping as 13 octets */
+static void seg_encode(const struct store_seg *seg, unsigned char buf[13])
+{
+	be_put(buf, seg->length, 8);
+	be_put(buf + 8, seg->live, 4);
+	buf[12] = seg->closed ? 1 : 0;
+}
+
+/* seg_decode - bookkeeping from a stored value */
+static int seg_decode(const MDB_val *k, const MDB_val *v, struct store_seg *seg)
+{
+	if (k->mv_size != 8 || v->mv_size != 13)
+		return -1;
+	seg->id = be_get(k->mv_data, 8);
+	seg->length = be_get(v->mv_data, 8);
+	seg->live = (uint32_t)be_get((const unsigned char *)v->mv_data + 8, 4);
+	seg->closed = ((const unsigned char *)v->mv_data)[12] != 0;
+	return 0;
+}
+
+/* store_put_seg - add or replace a segment's bookkeeping */
+int store_put_seg(struct store_txn *t, const struct store_seg *seg)
+{
+	unsigned char key[8], val[13];
+
+	be_put(key, seg->id, 8);
+	seg_encode(seg, val);
+	return put(t, t->st->seg, key, sizeof(key), val, sizeof(val));
+}
+
+/* store_del_seg - forget a segment */
+int store_del_seg(struct store_txn *t, uint64_t id)
+{
+	unsigned char key[8];
+
+	be_put(key, id, 8);
+	return del(t, t->st->seg, key, sizeof(key));
+}
+
+/* store_txn_get_seg - a segment's bookkeeping inside a write transaction */
+int store_txn_get_seg(struct store_txn *t, uint64_t id, struct store_seg *seg)
+{
+	unsigned char kb[8];
+	MDB_val k = {8, kb}, v;
+	int rc;
+
+	be_put(kb, id, 8);
+	if ((rc = mdb_get(t->txn, t->st->seg, &k, &v)) != 0)
+		return rc == MDB_NOTFOUND ? 1 : rc;
+	return seg_decode(&k, &v, seg) == 0 ? 0 : MDB_CORRUPTED;
+}
+
+/* store_txn_get_msg - a message record inside a write transaction */
+int store_txn_get_msg(struct store_txn *t, const char *qid, struct q_msg *m)
+{
+	MDB_val k = {QID_LEN, (void *)qid}, v;
+	int rc;
+
+	if ((rc = mdb_get(t->txn, t->st->msg, &k, &v)) != 0)
+		return rc == MDB_NOTFOUND ? 1 : rc;
+	return q_msg_decode(v.mv_data, v.mv_size, m) == 0 ? 0 : MDB_CORRUPTED;
+}
+
+/* store_txn_get_rcpts - a message's recipients inside a write transaction */
+int store_txn_get_rcpts(struct store_txn *t, const char *qid, struct q_rcpt **rcpts, size_t *n)
+{
+	return load_rcpts(t->st, t->txn, qid, rcpts, n);
+}
+
+/* store_put_meta - set a named counter */
+int store_put_meta(struct store_txn *t, const char *name, uint64_t value)
+{
+	unsigned char val[8];
+
+	be_put(val, value, 8);
+	return put(t, t->st->meta, name, strlen(name), val, sizeof(val));
+}
+
+/* read_begin - a read transaction, holding off map growth in this process */
+static int read_begin(struct store *st, MDB_txn **txn)
+{
+	int rc;
+
+	pthread_rwlock_rdlock(&st->resize);
+	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, txn);
+	if (rc == MDB_MAP_RESIZED) {
+		pthread_rwlock_unlock(&st->resize);
+		pthread_rwlock_wrlock(&st->resize);
+		mdb_env_set_mapsize(st->env, 0);
+		pthread_rwlock_unlock(&st->resize);
+		pthread_rwlock_rdlock(&st->resize);
+		rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, txn);
+	}
+	if (rc != 0)
+		pthread_rwlock_unlock(&st->resize);
+	return rc;
+}
+
+/* read_end - end a read transaction */
+static void read_end(struct store *st, MDB_txn *txn)
+{
+	mdb_txn_abort(txn);
+	pthread_rwlock_unlock(&st->resize);
+}
+
+/* store_get_meta - a named counter; 0 if never set */
+int store_get_meta(struct store *st, const char *name, uint64_t *value)
+{
+	MDB_txn *txn;
+	MDB_val k = {strlen(name), (void *)name}, v;
+	int rc;
+
+	*value = 0;
+	if ((rc = read_begin(st, &txn)) != 0)
+		return -1;
+	rc = mdb_get(txn, st->meta, &k, &v);
+	if (rc == 0 && v.mv_size == 8)
+		*value = be_get(v.mv_data, 8);
+	read_end(st, txn);
+	return rc == 0 || rc == MDB_NOTFOUND ? 0 : -1;
+}
+
+/* load_rcpts - the recipients of qid, in index order */
+static int load_rcpts(struct store *st, MDB_txn *txn, const char *qid,
+		      struct q_rcpt **rcpts, size_t *n)
+{
+	unsigned char key[RCPT_KEY_LEN];
+	MDB_cursor *cur;
+	MDB_val k = {sizeof(key), key}, v;
+	size_t cap = 0;
+	int rc;
+
+	*rcpts = NULL;
+	*n = 0;
+	rcpt_key(key, qid, 0);
+	if (mdb_cursor_open(txn, st->rcpt, &cur) != 0)
+		return -1;
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+	     rc == 0 && k.mv_size == RCPT_KEY_LEN && memcmp(k.mv_data, qid, QID_LEN) == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 4;
+			*rcpts = xreallocarray(*rcpts, cap, sizeof(**rcpts));
+		}
+		if (q_rcpt_decode(v.mv_data, v.mv_size, &(*rcpts)[*n]) == 0)
+			(*n)++;
+	}
+	mdb_cursor_close(cur);
+	return 0;
+}
+
+/* q_rcpts_free - free an array of recipients */
+void q_rcpts_free(struct q_rcpt **rcpts, size_t n)
+{
+	for (size_t i = 0; *rcpts && i < n; i++)
+		q_rcpt_clear(&(*rcpts)[i]);
+	free(*rcpts);
+	*rcpts = NULL;
+}
+
+/* store_get - one message and its recipients; 1 if not found, -1 on error */
+int store_get(struct store *st, const char *qid, struct q_msg *m, struct q_rcpt **rcpts, size_t *n)
+{
+	MDB_txn *txn;
+	MDB_val k = {QID_LEN, (void *)qid}, v;
+	int rc;
+
+	if (strlen(qid) != QID_LEN)
+		return 1;
+	if (read_begin(st, &txn) != 0)
+		return -1;
+	rc = mdb_get(txn, st->msg, &k, &v);
+	if (rc == 0)
+		rc = q_msg_decode(v.mv_data, v.mv_size, m) == 0 ? 0 : -1;
+	if (rc == 0 && rcpts)
+		load_rcpts(st, txn, qid, rcpts, n);
+	read_end(st, txn);
+	return rc == MDB_NOTFOUND ? 1 : rc == 0 ? 0 : -1;
+}
+
+/* store_foreach - every message in queue id (arrival) order */
+int store_foreach(struct store *st, store_msg_fn fn, void *arg)
+{
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int rc, stop = 0;
+
+	if (read_begin(st, &txn) != 0)
+		return -1;
+	if (mdb_cursor_open(txn, st->msg, &cur) != 0) {
+		read_end(st, txn);
+		return -1;
+	}
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && !stop;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		struct q_msg m;
+		struct q_rcpt *rcpts;
+		size_t n;
+
+		if (q_msg_decode(v.mv_data, v.mv_size, &m) != 0)
+			continue;
+		load_rcpts(st, txn, m.qid, &rcpts, &n);
+		stop = fn(&m, rcpts, n, arg);
+		q_rcpts_free(&rcpts, n);
+		q_msg_clear(&m);
+	}
+	mdb_cursor_close(cur);
+	read_end(st, txn);
+	return stop;
+}
+
+/* store_foreach_seg - every segment's bookkeeping */
+int store_foreach_seg(struct store *st, store_seg_fn fn, void *arg)
+{
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int rc, stop = 0;
+
+	if (read_begin(st, &txn) != 0)
+		return -1;
+	if (mdb_cursor_open(txn, st->seg, &cur) != 0) {
+		read_end(st, txn);
+		return -1;
+	}
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && !stop;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		struct store_seg seg;
+
+		if (seg_decode(&k, &v, &seg) == 0)
+			stop = fn(&seg, arg);
+	}
+	mdb_cursor_close(cur);
+	read_end(st, txn);
+	return stop;
+}
+
+/* store_foreach_due - live recipients due by until_us, earliest first */
+int store_foreach_due(struct store *st, uint64_t until_us, store_due_fn fn, void *arg)
+{
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int rc, stop = 0;
+
+	if (read_begin(st, &txn) != 0)
+		return -1;
+	if (mdb_cursor_open(txn, st->sched, &cur) != 0) {
+		read_end(st, txn);
+		return -1;
+	}
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && !stop;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		const unsigned char *key = k.mv_data;
+		char qid[QID_LEN + 1], peer[256];
+		uint64_t next;
+
+		if (k.mv_size != SCHED_KEY_LEN || v.mv_size >= sizeof(peer))
+			continue;
+		if ((next = be_get(key, 8)) > until_us)
+			break;
+		memcpy(qid, key + 8, QID_LEN);
+		qid[QID_LEN] = '\0';
+		memcpy(peer, v.mv_data, v.mv_size);
+		peer[v.mv_size] = '\0';
+		stop = fn(next, qid, (uint32_t)be_get(key + 8 + QID_LEN, 4), peer, arg);
+	}
+	mdb_cursor_close(cur);
+	read_end(st, txn);
+	return stop;
+}
+
+/* store_count - how many messages are queued */
+int store_count(struct store *st, uint64_t *messages)
+{
+	MDB_txn *txn;
+	MDB_stat s;
+
+	if (read_begin(st, &txn) != 0)
+		return -1;
+	mdb_stat(txn, st->msg, &s);
+	*messages = s.ms_entries;
+	read_end(st, txn);
+	return 0;
+}

@@ -1,0 +1,68 @@
+/*
+ * store - ternd's queue state in LMDB. The only module that includes
+ * lmdb.h (CONVENTIONS.md): everything else sees messages, recipients,
+ * segments and the schedule through these functions.
+ *
+ * LMDB's caveats are this module's rules: one write transaction at a
+ * time (ternd's committer thread, or ternq when ternd is not running),
+ * short transactions, read transactions that live for one request, never
+ * MDB_NOSYNC, never across fork(). The map grows on demand: a write that
+ * hits MDB_MAP_FULL is aborted, the map doubled and the write replayed
+ * (like Postfix's slmdb), with readers of this process held off by a lock
+ * while the map is resized.
+ */
+#ifndef TERN_STORE_H
+#define TERN_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "queue.h"
+
+struct store;
+struct store_txn;
+
+/* a spool segment's bookkeeping */
+struct store_seg {
+	uint64_t id;
+	uint64_t length;		/* octets committed; beyond is garbage */
+	uint32_t live;			/* messages with their body in it */
+	int closed;			/* no more appends */
+};
+
+struct store *store_open(const char *dir, int readonly, char *err, size_t errlen);
+void store_close(struct store **st);
+int store_reader_check(struct store *st);
+
+/* Writes: fn builds the transaction; it is replayed after map growth. */
+typedef int (*store_write_fn)(struct store_txn *txn, void *arg);
+int store_write(struct store *st, store_write_fn fn, void *arg, char *err, size_t errlen);
+
+int store_put_msg(struct store_txn *txn, const struct q_msg *m);
+int store_put_rcpt(struct store_txn *txn, const char *qid, const struct q_rcpt *r,
+		   uint64_t old_next_us);
+int store_del_msg(struct store_txn *txn, const char *qid);
+int store_put_seg(struct store_txn *txn, const struct store_seg *seg);
+int store_del_seg(struct store_txn *txn, uint64_t id);
+int store_put_meta(struct store_txn *txn, const char *name, uint64_t value);
+/* 0 found, 1 not found, else an error */
+int store_txn_get_msg(struct store_txn *txn, const char *qid, struct q_msg *m);
+int store_txn_get_seg(struct store_txn *txn, uint64_t id, struct store_seg *seg);
+int store_txn_get_rcpts(struct store_txn *txn, const char *qid, struct q_rcpt **rcpts, size_t *n);
+
+/* Reads, each in its own read transaction. */
+int store_get_meta(struct store *st, const char *name, uint64_t *value);
+int store_get(struct store *st, const char *qid, struct q_msg *m,
+	      struct q_rcpt **rcpts, size_t *nrcpts);
+typedef int (*store_msg_fn)(const struct q_msg *m, const struct q_rcpt *rcpts,
+			    size_t nrcpts, void *arg);
+int store_foreach(struct store *st, store_msg_fn fn, void *arg);
+typedef int (*store_seg_fn)(const struct store_seg *seg, void *arg);
+int store_foreach_seg(struct store *st, store_seg_fn fn, void *arg);
+typedef int (*store_due_fn)(uint64_t next_us, const char *qid, uint32_t idx,
+			    const char *peer, void *arg);
+int store_foreach_due(struct store *st, uint64_t until_us, store_due_fn fn, void *arg);
+int store_count(struct store *st, uint64_t *messages);
+void q_rcpts_free(struct q_rcpt **rcpts, size_t n);
+
+#endif

@@ -1,0 +1,234 @@
+/*
+ * store_codec - the byte layout of queue records in LMDB.
+ *
+ * Layout: a version octet, then fields in a fixed order; integers are
+ * little-endian of fixed width, strings a 16-bit length then the octets.
+ * Adding a field means a new version; decoders accept the versions they
+ * know. Must never read outside the buffer it was given.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_codec.h"
+#include "xalloc.h"
+
+#define MSG_VERSION 1
+#define RCPT_VERSION 1
+
+struct wbuf {
+	unsigned char *p;
+	size_t len, cap;
+	int overflow;
+};
+
+struct rbuf {
+	const unsigned char *p;
+	size_t len, off;
+	int bad;
+};
+
+/* put - append n octets */
+static void put(struct wbuf *w, const void *src, size_t n)
+{
+	if (w->overflow || n > w->cap - w->len) {
+		w->overflow = 1;
+		return;
+	}
+	memcpy(w->p + w->len, src, n);
+	w->len += n;
+}
+
+/* put_uint - append an unsigned integer of width octets, little-endian */
+static void put_uint(struct wbuf *w, uint64_t v, size_t width)
+{
+	unsigned char b[8];
+
+	for (size_t i = 0; i < width; i++, v >>= 8)
+		b[i] = (unsigned char)(v & 0xff);
+	put(w, b, width);
+}
+
+/* put_str - append a length-prefixed string (NULL is "") */
+static void put_str(struct wbuf *w, const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (n > 0xffff) {
+		w->overflow = 1;
+		return;
+	}
+	put_uint(w, n, 2);
+	put(w, s, n);
+}
+
+/* get - take n octets into dst */
+static void get(struct rbuf *r, void *dst, size_t n)
+{
+	if (r->bad || n > r->len - r->off) {
+		r->bad = 1;
+		memset(dst, 0, n);
+		return;
+	}
+	memcpy(dst, r->p + r->off, n);
+	r->off += n;
+}
+
+/* get_uint - take an unsigned little-endian integer of width octets */
+static uint64_t get_uint(struct rbuf *r, size_t width)
+{
+	unsigned char b[8];
+	uint64_t v = 0;
+
+	get(r, b, width);
+	for (size_t i = width; i-- > 0;)
+		v = v << 8 | b[i];
+	return v;
+}
+
+/* get_str - take a length-prefixed string; NUL inside is corruption */
+static char *get_str(struct rbuf *r)
+{
+	size_t n = (size_t)get_uint(r, 2);
+	char *s;
+
+	if (r->bad || n > r->len - r->off) {
+		r->bad = 1;
+		return xstrdup("");
+	}
+	s = xstrndup((const char *)r->p + r->off, n);
+	if (strlen(s) != n)
+		r->bad = 1;
+	r->off += n;
+	return s;
+}
+
+/* q_msg_encode - encode a message record; 0 if it does not fit */
+size_t q_msg_encode(const struct q_msg *m, unsigned char *buf, size_t cap)
+{
+	struct wbuf w = {buf, 0, cap, 0};
+
+	put_uint(&w, MSG_VERSION, 1);
+	put(&w, m->qid, QID_LEN);
+	put_uint(&w, m->arrival_us, 8);
+	put_uint(&w, m->size, 8);
+	put_uint(&w, m->flags, 4);
+	put_uint(&w, m->body_type, 1);
+	put_uint(&w, m->ret, 1);
+	put_uint(&w, m->nrcpt, 4);
+	put_uint(&w, m->nlive, 4);
+	put_uint(&w, m->seg_id, 8);
+	put_uint(&w, m->offset, 8);
+	put(&w, m->digest, sizeof(m->digest));
+	put(&w, m->trace_id, sizeof(m->trace_id));
+	put(&w, m->span_id, sizeof(m->span_id));
+	put_str(&w, m->sender);
+	put_str(&w, m->envid);
+	put_str(&w, m->helo);
+	put_str(&w, m->client);
+	return w.overflow ? 0 : w.len;
+}
+
+/* q_msg_decode - decode a message record; -1 if it is malformed */
+int q_msg_decode(const unsigned char *buf, size_t len, struct q_msg *m)
+{
+	struct rbuf r = {buf, len, 0, 0};
+
+	memset(m, 0, sizeof(*m));
+	if (get_uint(&r, 1) != MSG_VERSION)
+		r.bad = 1;
+	get(&r, m->qid, QID_LEN);
+	m->qid[QID_LEN] = '\0';
+	m->arrival_us = get_uint(&r, 8);
+	m->size = get_uint(&r, 8);
+	m->flags = (uint32_t)get_uint(&r, 4);
+	m->body_type = (uint8_t)get_uint(&r, 1);
+	m->ret = (uint8_t)get_uint(&r, 1);
+	m->nrcpt = (uint32_t)get_uint(&r, 4);
+	m->nlive = (uint32_t)get_uint(&r, 4);
+	m->seg_id = get_uint(&r, 8);
+	m->offset = get_uint(&r, 8);
+	get(&r, m->digest, sizeof(m->digest));
+	get(&r, m->trace_id, sizeof(m->trace_id));
+	get(&r, m->span_id, sizeof(m->span_id));
+	m->sender = get_str(&r);
+	m->envid = get_str(&r);
+	m->helo = get_str(&r);
+	m->client = get_str(&r);
+	if (r.bad || r.off != len || strlen(m->qid) != QID_LEN) {
+		q_msg_clear(m);
+		return -1;
+	}
+	return 0;
+}
+
+/* q_rcpt_encode - encode a recipient record; 0 if it does not fit */
+size_t q_rcpt_encode(const struct q_rcpt *rc, unsigned char *buf, size_t cap)
+{
+	struct wbuf w = {buf, 0, cap, 0};
+
+	put_uint(&w, RCPT_VERSION, 1);
+	put_uint(&w, rc->idx, 4);
+	put_uint(&w, rc->state, 1);
+	put_uint(&w, rc->notify, 1);
+	put_uint(&w, rc->attempts, 4);
+	put_uint(&w, rc->next_us, 8);
+	put_str(&w, rc->addr);
+	put_str(&w, rc->orcpt);
+	put_str(&w, rc->peer);
+	put_str(&w, rc->reply);
+	return w.overflow ? 0 : w.len;
+}
+
+/* q_rcpt_decode - decode a recipient record; -1 if it is malformed */
+int q_rcpt_decode(const unsigned char *buf, size_t len, struct q_rcpt *rc)
+{
+	struct rbuf r = {buf, len, 0, 0};
+
+	memset(rc, 0, sizeof(*rc));
+	if (get_uint(&r, 1) != RCPT_VERSION)
+		r.bad = 1;
+	rc->idx = (uint32_t)get_uint(&r, 4);
+	rc->state = (uint8_t)get_uint(&r, 1);
+	rc->notify = (uint8_t)get_uint(&r, 1);
+	rc->attempts = (uint32_t)get_uint(&r, 4);
+	rc->next_us = get_uint(&r, 8);
+	rc->addr = get_str(&r);
+	rc->orcpt = get_str(&r);
+	rc->peer = get_str(&r);
+	rc->reply = get_str(&r);
+	if (r.bad || r.off != len || rc->state > RCPT_BOUNCED) {
+		q_rcpt_clear(rc);
+		return -1;
+	}
+	return 0;
+}
+
+/* rcpt_state_name - the name of a recipient state in ternq and logs */
+const char *rcpt_state_name(enum rcpt_state state)
+{
+	static const char *const names[] = {"queued", "deferred", "sent", "bounced"};
+
+	return (unsigned)state <= RCPT_BOUNCED ? names[state] : "unknown";
+}
+
+/* q_msg_clear - free a message's strings and zero it */
+void q_msg_clear(struct q_msg *m)
+{
+	free(m->sender);
+	free(m->envid);
+	free(m->helo);
+	free(m->client);
+	memset(m, 0, sizeof(*m));
+}
+
+/* q_rcpt_clear - free a recipient's strings and zero it */
+void q_rcpt_clear(struct q_rcpt *r)
+{
+	free(r->addr);
+	free(r->orcpt);
+	free(r->peer);
+	free(r->reply);
+	memset(r, 0, sizeof(*r));
+}

@@ -1,0 +1,291 @@
+/*
+ * commit - the committer thread: the only writer of the queue database and
+ * the only appender to spool segments.
+ *
+ * Group commit: it takes every job queued while it was busy, appends all
+ * their small bodies to the current segment in one write, makes that data
+ * durable with one fdatasync (plus one fsync of each directory that got a
+ * new file), then writes every record in one LMDB transaction, committed
+ * synchronously. Only then are the jobs answered, so a session says 250
+ * only for a message whose body and records are on stable storage. Any
+ * failure fails the whole batch (451 4.3.0) and leaves nothing visible:
+ * bytes appended beyond a segment's committed length are garbage that
+ * recovery truncates.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "ternd.h"
+
+#define COMMIT_BATCH_LIMIT 1024
+
+static pthread_t commit_thread;
+
+/* now_us - wall clock in microseconds */
+uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* commit_submit - queue a job and wait until it is committed (or failed) */
+int commit_submit(struct job *job)
+{
+	job->next = NULL;
+	job->done = 0;
+	pthread_mutex_lock(&ternd.lock);
+	if (ternd.stopping) {
+		pthread_mutex_unlock(&ternd.lock);
+		snprintf(job->err, sizeof(job->err), "ternd is stopping");
+		return job->result = -1;
+	}
+	*ternd.tail = job;
+	ternd.tail = &job->next;
+	pthread_cond_signal(&ternd.work);
+	while (!job->done)
+		pthread_cond_wait(&ternd.done, &ternd.lock);
+	pthread_mutex_unlock(&ternd.lock);
+	return job->result;
+}
+
+/* A batch as the LMDB write function sees it. */
+struct batch {
+	struct job **jobs;
+	size_t n;
+	uint32_t appended;		/* bodies appended to the current segment */
+	uint64_t seg_id, seg_length;	/* that segment, and its length after */
+};
+
+/* batch_write - every record of the batch, in one transaction */
+static int batch_write(struct store_txn *txn, void *arg)
+{
+	struct batch *b = arg;
+	uint64_t last_qid = 0;
+	int rc;
+
+	for (size_t i = 0; i < b->n; i++) {
+		struct job *j = b->jobs[i];
+
+		if (j->kind == JOB_WRITE) {
+			if ((rc = j->write(txn, j->arg)) != 0)
+				return rc;
+			continue;
+		}
+		if ((rc = store_put_msg(txn, j->msg)) != 0)
+			return rc;
+		for (size_t r = 0; r < j->nrcpts; r++)
+			if ((rc = store_put_rcpt(txn, j->msg->qid, &j->rcpts[r], 0)) != 0)
+				return rc;
+		qid_parse(j->msg->qid, &last_qid);
+	}
+	if (b->appended) {
+		struct store_seg seg = {.id = b->seg_id};
+
+		if ((rc = store_txn_get_seg(txn, b->seg_id, &seg)) != 0 && rc != 1)
+			return rc;
+		seg.id = b->seg_id;
+		seg.live += b->appended;
+		seg.length = b->seg_length;
+		if ((rc = store_put_seg(txn, &seg)) != 0)
+			return rc;
+	}
+	if (last_qid && (rc = store_put_meta(txn, "last_qid", last_qid)) != 0)
+		return rc;
+	return 0;
+}
+
+/* append_bodies - the small bodies of the batch, in one write; 0 or -1 */
+static int append_bodies(struct batch *b, int *own_files)
+{
+	static struct iovec iov[2 * COMMIT_BATCH_LIMIT];
+	size_t total = 0;
+	int n = 0;
+	uint64_t seg_id, offset;
+
+	*own_files = 0;
+	for (size_t i = 0; i < b->n; i++) {
+		struct job *j = b->jobs[i];
+
+		if (j->kind != JOB_ACCEPT)
+			continue;
+		if (j->msg->flags & QMSG_OWNFILE) {
+			(*own_files)++;
+			continue;
+		}
+		j->msg->seg_id = spool_segment_id(ternd.spool);
+		j->msg->offset = spool_segment_length(ternd.spool) + total;
+		for (int k = 0; k < j->nbody; k++) {
+			iov[n++] = j->body[k];
+			total += j->body[k].iov_len;
+		}
+		b->appended++;
+	}
+	if (n == 0)
+		return 0;
+	if (spool_append(ternd.spool, iov, n, total, &seg_id, &offset) < 0)
+		return -1;
+	b->seg_id = seg_id;
+	b->seg_length = spool_segment_length(ternd.spool);
+	return 0;
+}
+
+/* take_batch - dequeue up to commit_batch_max jobs (waits for one) */
+static size_t take_batch(struct job **jobs, size_t max)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&ternd.lock);
+	while (ternd.head == NULL && !ternd.stopping)
+		pthread_cond_wait(&ternd.work, &ternd.lock);
+	while (ternd.head && n < max) {
+		jobs[n++] = ternd.head;
+		ternd.head = ternd.head->next;
+	}
+	if (ternd.head == NULL)
+		ternd.tail = &ternd.head;
+	pthread_mutex_unlock(&ternd.lock);
+	return n;
+}
+
+/* finish - answer every job of the batch */
+static void finish(struct job **jobs, size_t n, int result, const char *err)
+{
+	pthread_mutex_lock(&ternd.lock);
+	for (size_t i = 0; i < n; i++) {
+		jobs[i]->result = result;
+		if (result != 0)
+			snprintf(jobs[i]->err, sizeof(jobs[i]->err), "%s", err);
+		else if (jobs[i]->kind == JOB_ACCEPT)
+			ternd.queued++;
+		jobs[i]->done = 1;
+	}
+	pthread_cond_broadcast(&ternd.done);
+	pthread_mutex_unlock(&ternd.lock);
+}
+
+/* new_segment - close the current segment and start the next */
+static int new_segment(char *err, size_t errlen)
+{
+	uint64_t next = 0;
+
+	if (store_get_meta(ternd.store, "next_seg", &next) < 0) {
+		snprintf(err, errlen, "cannot read segment counter");
+		return -1;
+	}
+	next++;
+	spool_start_segment(ternd.spool, next);
+	return 0;
+}
+
+/* put_next_seg - record a new segment's number and its (empty) bookkeeping */
+static int put_next_seg(struct store_txn *txn, void *arg)
+{
+	const struct store_seg *seg = arg;
+	int rc;
+
+	if ((rc = store_put_meta(txn, "next_seg", seg->id)) != 0)
+		return rc;
+	return store_put_seg(txn, seg);
+}
+
+/* segment_rotate - start a fresh segment, recorded before anything goes in */
+static int segment_rotate(char *err, size_t errlen)
+{
+	struct store_seg seg = {0};
+
+	if (new_segment(err, errlen) < 0)
+		return -1;
+	seg.id = spool_segment_id(ternd.spool);
+	return store_write(ternd.store, put_next_seg, &seg, err, errlen);
+}
+
+/* close_segment - mark the current segment closed (no more appends) */
+static int close_seg(struct store_txn *txn, void *arg)
+{
+	struct store_seg *seg = arg;
+
+	if (store_txn_get_seg(txn, seg->id, seg) != 0)
+		return 0;
+	seg->closed = 1;
+	return store_put_seg(txn, seg);
+}
+
+/* commit_main - the committer loop */
+static void *commit_main(void *arg)
+{
+	size_t max = (size_t)ternd.conf->ternd.commit_batch_max;
+	struct job *jobs[COMMIT_BATCH_LIMIT];
+	char err[256];
+
+	if (max > sizeof(jobs) / sizeof(jobs[0]))
+		max = sizeof(jobs) / sizeof(jobs[0]);
+	if (max < 1)
+		max = 1;
+	for (;;) {
+		struct batch b = {jobs, 0, 0, 0, 0};
+		int own = 0, failed = 0;
+
+		b.n = take_batch(jobs, max);
+		if (b.n == 0)
+			break;	/* stopping and drained */
+		if (append_bodies(&b, &own) < 0) {
+			failed = 1;
+			snprintf(err, sizeof(err), "spool write: %s", strerror(errno));
+		}
+		if (!failed && spool_sync(ternd.spool) < 0) {
+			failed = 1;
+			snprintf(err, sizeof(err), "spool fdatasync: %s", strerror(errno));
+		}
+		if (!failed && own && spool_sync_owndir(ternd.spool) < 0) {
+			failed = 1;
+			snprintf(err, sizeof(err), "spool directory fsync: %s", strerror(errno));
+		}
+		if (!failed && store_write(ternd.store, batch_write, &b, err, sizeof(err)) < 0)
+			failed = 1;
+		if (failed) {
+			log_error("commit of %zu job%s failed: %s", b.n, b.n == 1 ? "" : "s", err);
+			/* Never append to a segment whose state after an error is unknown. */
+			spool_abandon_segment(ternd.spool);
+			if (segment_rotate(err, sizeof(err)) < 0)
+				log_error("cannot start a new spool segment: %s", err);
+		}
+		finish(jobs, b.n, failed ? -1 : 0, err);
+		if (!failed && spool_segment_full(ternd.spool)) {
+			struct store_seg seg = {.id = spool_segment_id(ternd.spool)};
+
+			store_write(ternd.store, close_seg, &seg, err, sizeof(err));
+			if (segment_rotate(err, sizeof(err)) < 0)
+				log_error("cannot start a new spool segment: %s", err);
+		}
+	}
+	return arg;
+}
+
+/* commit_start - start the committer on a fresh segment */
+void commit_start(void)
+{
+	char err[256];
+
+	ternd.head = NULL;
+	ternd.tail = &ternd.head;
+	if (segment_rotate(err, sizeof(err)) < 0)
+		log_fatal("cannot start a spool segment: %s", err);
+	if (pthread_create(&commit_thread, NULL, commit_main, NULL) != 0)
+		log_fatal("cannot start the committer thread");
+}
+
+/* commit_stop - let the committer drain its queue and stop */
+void commit_stop(void)
+{
+	pthread_mutex_lock(&ternd.lock);
+	ternd.stopping = 1;
+	pthread_cond_broadcast(&ternd.work);
+	pthread_mutex_unlock(&ternd.lock);
+	pthread_join(commit_thread, NULL);
+}

@@ -1,0 +1,256 @@
+/*
+ * listen - ternd's listeners: accept LMTP and SMTP connections and give
+ * each its own session thread, at most max_inbound_sessions at a time
+ * (beyond: 421 4.3.2). Clients on inet listeners must come from
+ * inbound_networks: ternd is never an open relay.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "listen.h"
+#include "log.h"
+#include "privs.h"
+#include "session.h"
+#include "ternd.h"
+#include "xalloc.h"
+
+struct listener {
+	int fd;
+	int lmtp;
+	int unix_socket;
+	char name[128];
+	pthread_t thread;
+};
+
+static struct listener listeners[2];
+static int nlisteners;
+
+struct conn {
+	int fd;
+	int lmtp;
+	char client[80];
+};
+
+/* listen_open - open one listener from "inet:HOST:PORT" or "unix:PATH";
+ * a unix socket is given to owner (when we are root), mode 0660 */
+int listen_open(const char *spec, const char *owner, int *unix_socket, char *err, size_t errlen)
+{
+	int fd, one = 1;
+
+	*unix_socket = strncmp(spec, "unix:", 5) == 0;
+	if (*unix_socket) {
+		struct sockaddr_un sun = {.sun_family = AF_UNIX};
+		const char *path = spec + 5;
+
+		if (strlen(path) >= sizeof(sun.sun_path)) {
+			snprintf(err, errlen, "%s: socket path too long", spec);
+			return -1;
+		}
+		strcpy(sun.sun_path, path);
+		unlink(path);
+		if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0
+		    || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 || chmod(path, 0660) < 0
+		    || listen(fd, 128) < 0) {
+			snprintf(err, errlen, "%s: %s", spec, strerror(errno));
+			return -1;
+		}
+		if (geteuid() == 0) {
+			uid_t uid;
+			gid_t gid;
+
+			if (privs_lookup(owner, &uid, &gid, err, errlen) < 0)
+				return -1;
+			if (chown(path, uid, gid) < 0) {
+				snprintf(err, errlen, "%s: %s", spec, strerror(errno));
+				return -1;
+			}
+		}
+		return fd;
+	}
+	if (strncmp(spec, "inet:", 5) == 0) {
+		char host[128];
+		const char *hp = spec + 5, *colon = strrchr(hp, ':');
+		struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST | AI_PASSIVE};
+		struct addrinfo *ai;
+		size_t hlen;
+
+		if (colon == NULL || (hlen = (size_t)(colon - hp)) >= sizeof(host)) {
+			snprintf(err, errlen, "%s: expected inet:HOST:PORT", spec);
+			return -1;
+		}
+		memcpy(host, hp, hlen);
+		host[hlen] = '\0';
+		if (host[0] == '[' && hlen > 2 && host[hlen - 1] == ']') {
+			memmove(host, host + 1, hlen - 2);
+			host[hlen - 2] = '\0';
+		}
+		if (getaddrinfo(host, colon + 1, &hints, &ai) != 0) {
+			snprintf(err, errlen, "%s: bad address (a numeric IP address and port are needed)", spec);
+			return -1;
+		}
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
+		if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0
+		    || bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 1024) < 0) {
+			snprintf(err, errlen, "%s: %s", spec, strerror(errno));
+			freeaddrinfo(ai);
+			if (fd >= 0)
+				close(fd);
+			return -1;
+		}
+		freeaddrinfo(ai);
+		return fd;
+	}
+	snprintf(err, errlen, "%s: expected inet:HOST:PORT or unix:PATH", spec);
+	return -1;
+}
+
+/* session_thread - run one session, then account for its end */
+static void *session_thread(void *arg)
+{
+	struct conn *c = arg;
+
+	session_run(c->fd, c->lmtp, c->client);
+	close(c->fd);
+	free(c);
+	pthread_mutex_lock(&ternd.lock);
+	ternd.sessions--;
+	pthread_cond_broadcast(&ternd.done);
+	pthread_mutex_unlock(&ternd.lock);
+	return NULL;
+}
+
+/* refuse - a one-line answer and close */
+static void refuse(int fd, const char *text)
+{
+	char line[256];
+	int n = snprintf(line, sizeof(line), "%s\r\n", text);
+
+	if (send(fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		(void)0;	/* the client is gone: nothing to do */
+	close(fd);
+}
+
+/* accept_loop - a listener's thread */
+static void *accept_loop(void *arg)
+{
+	struct listener *l = arg;
+
+	for (;;) {
+		struct sockaddr_storage ss;
+		socklen_t sslen = sizeof(ss);
+		char addr[INET6_ADDRSTRLEN] = "local", msg[160];
+		struct conn *c;
+		pthread_t tid;
+		pthread_attr_t attr;
+		int fd = accept4(l->fd, (struct sockaddr *)&ss, &sslen, SOCK_CLOEXEC), one = 1, busy;
+
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EBADF || errno == EINVAL)
+				break;	/* closed: stopping */
+			log_warning("%s: accept: %s", l->name, strerror(errno));
+			usleep(100000);
+			continue;
+		}
+		if (!l->unix_socket) {
+			const void *a = ss.ss_family == AF_INET6
+				? (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
+				: (const void *)&((struct sockaddr_in *)&ss)->sin_addr;
+
+			inet_ntop(ss.ss_family, a, addr, sizeof(addr));
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+			if (!cidr_list_match(ternd.conf->ternd.inbound_networks, (struct sockaddr *)&ss)) {
+				log_warning("%s: refused connection from [%s]: not in inbound_networks",
+					    l->name, addr);
+				snprintf(msg, sizeof(msg), "554 5.7.1 %s Error: access denied for [%s]",
+					 ternd.hostname, addr);
+				refuse(fd, msg);
+				continue;
+			}
+		}
+		pthread_mutex_lock(&ternd.lock);
+		busy = ternd.sessions >= ternd.conf->ternd.max_inbound_sessions || ternd.stopping;
+		if (!busy)
+			ternd.sessions++;
+		pthread_mutex_unlock(&ternd.lock);
+		if (busy) {
+			snprintf(msg, sizeof(msg), "421 4.3.2 %s Error: too many sessions, try again later",
+				 ternd.hostname);
+			refuse(fd, msg);
+			continue;
+		}
+		c = xcalloc(1, sizeof(*c));
+		c->fd = fd;
+		c->lmtp = l->lmtp;
+		snprintf(c->client, sizeof(c->client), l->unix_socket ? "local" : "[%s]", addr);
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		pthread_attr_setstacksize(&attr, 256 * 1024);
+		if (pthread_create(&tid, &attr, session_thread, c) != 0) {
+			log_error("cannot start a session thread");
+			refuse(fd, "421 4.3.0 Error: out of resources");
+			free(c);
+			pthread_mutex_lock(&ternd.lock);
+			ternd.sessions--;
+			pthread_mutex_unlock(&ternd.lock);
+		}
+		pthread_attr_destroy(&attr);
+	}
+	return NULL;
+}
+
+/* listen_setup - open the configured listeners (as root, before dropping) */
+void listen_setup(void)
+{
+	const struct conf_ternd *t = &ternd.conf->ternd;
+	const char *specs[2] = {t->lmtp_listen, t->smtp_listen};
+	char err[512];
+
+	for (int i = 0; i < 2; i++) {
+		struct listener *l = &listeners[nlisteners];
+
+		if (specs[i][0] == '\0')
+			continue;
+		if ((l->fd = listen_open(specs[i], ternd.conf->global.user, &l->unix_socket,
+					 err, sizeof(err))) < 0)
+			log_fatal("cannot listen: %s", err);
+		l->lmtp = i == 0;
+		snprintf(l->name, sizeof(l->name), "%s", specs[i]);
+		nlisteners++;
+	}
+	if (nlisteners == 0)
+		log_fatal_status(2, "both lmtp_listen and smtp_listen are empty: nothing to do");
+}
+
+/* listen_start - start accepting */
+void listen_start(void)
+{
+	for (int i = 0; i < nlisteners; i++)
+		if (pthread_create(&listeners[i].thread, NULL, accept_loop, &listeners[i]) != 0)
+			log_fatal("cannot start a listener thread");
+}
+
+/* listen_stop - stop accepting; sessions in progress go on */
+void listen_stop(void)
+{
+	for (int i = 0; i < nlisteners; i++) {
+		shutdown(listeners[i].fd, SHUT_RDWR);
+		close(listeners[i].fd);
+		pthread_join(listeners[i].thread, NULL);
+	}
+	nlisteners = 0;
+}

@@ -1,0 +1,10 @@
+/* listen.h - ternd's LMTP and SMTP listeners */
+#ifndef TERN_LISTEN_H
+#define TERN_LISTEN_H
+
+#include <stddef.h>
+
+int listen_open(const char *spec, const char *owner, int *unix_socket, char *err, size_t errlen);
+void listen_setup(void);
+
+#endif

@@ -1,0 +1,234 @@
+/*
+ * ternd - startup, signals and shutdown of the delivery agent.
+ *
+ * As root: load the configuration, create (or check) the state, spool and
+ * run directories, open the listeners and the control socket. Then drop
+ * to the tern user, open the queue database and the spool (so their
+ * files belong to that user), recover, and start the threads. The main
+ * thread then only waits for signals: SIGTERM/SIGINT drain and stop,
+ * SIGHUP reloads.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "cli.h"
+#include "listen.h"
+#include "log.h"
+#include "privs.h"
+#include "ternd.h"
+#include "xalloc.h"
+
+struct ternd ternd = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.work = PTHREAD_COND_INITIALIZER,
+	.done = PTHREAD_COND_INITIALIZER,
+};
+
+/* Configurations replaced by SIGHUP stay allocated: sessions may still
+ * read them, and a reload is rare. */
+static struct conf *retired[64];
+static int nretired;
+
+/* own_dir - create dir for the tern user, or check that it owns it */
+static void own_dir(const char *dir, uid_t uid, gid_t gid, mode_t mode)
+{
+	struct stat st;
+
+	if (mkdir(dir, mode) == 0) {
+		if (geteuid() == 0 && chown(dir, uid, gid) < 0)
+			log_fatal("%s: chown: %s", dir, strerror(errno));
+		return;
+	}
+	if (errno != EEXIST)
+		log_fatal("%s: cannot create: %s", dir, strerror(errno));
+	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+		log_fatal("%s: not a directory", dir);
+	if (st.st_uid != uid)
+		log_fatal("%s is owned by uid %u, not by the tern user (uid %u): refusing to use it",
+			  dir, (unsigned)st.st_uid, (unsigned)uid);
+}
+
+/* write_pid - RUN_DIR/ternd.pid */
+static void write_pid(void)
+{
+	char path[512];
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/ternd.pid", ternd.conf->global.run_dir);
+	if ((fp = fopen(path, "w")) == NULL) {
+		log_warning("%s: %s", path, strerror(errno));
+		return;
+	}
+	fprintf(fp, "%ld\n", (long)getpid());
+	fclose(fp);
+}
+
+/* reload - SIGHUP: new routes and limits; listeners need a restart */
+static void reload(const char *path)
+{
+	struct conf *conf, *old;
+	char err[1024];
+
+	if ((conf = conf_load(path, err, sizeof(err))) == NULL) {
+		log_error("reload failed, keeping the running configuration: %s", err);
+		return;
+	}
+	if (nretired == (int)(sizeof(retired) / sizeof(retired[0]))) {
+		log_error("reload refused: too many reloads since start; restart ternd");
+		conf_free(&conf);
+		return;
+	}
+	if (strcmp(conf->ternd.lmtp_listen, ternd.conf->ternd.lmtp_listen) != 0
+	    || strcmp(conf->ternd.smtp_listen, ternd.conf->ternd.smtp_listen) != 0)
+		log_warning("listener changes take a restart");
+	pthread_mutex_lock(&ternd.lock);
+	old = ternd.conf;
+	ternd.conf = conf;
+	pthread_mutex_unlock(&ternd.lock);
+	retired[nretired++] = old;
+	log_info("configuration reloaded from %s", path);
+}
+
+/* drain - SIGTERM: stop accepting, let sessions finish (bounded), stop */
+static void drain(void)
+{
+	struct timespec deadline;
+
+	log_info("stopping: no new sessions");
+	listen_stop();
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += 10;
+	pthread_mutex_lock(&ternd.lock);
+	while (ternd.sessions > 0)
+		if (pthread_cond_timedwait(&ternd.done, &ternd.lock, &deadline) == ETIMEDOUT)
+			break;
+	if (ternd.sessions > 0)
+		log_warning("stopping with %d session%s open: their messages were not acknowledged",
+			    ternd.sessions, ternd.sessions == 1 ? "" : "s");
+	pthread_mutex_unlock(&ternd.lock);
+	commit_stop();
+}
+
+/* usage - print usage and exit 2 */
+static void __attribute__((noreturn)) usage(void)
+{
+	fprintf(stderr, "usage: ternd [-dfnvV] [-c FILE]\n"
+		"  -c FILE  configuration file (default " CONF_DEFAULT_PATH ")\n"
+		"  -d       print every parameter with its default and exit\n"
+		"  -n       print the parameters the file sets and exit\n"
+		"  -f       stay in the foreground and log to stderr too\n"
+		"  -v       verbose logging\n"
+		"  -V       print the version and exit\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	struct cli cli;
+	const struct conf_global *g;
+	char err[1024];
+	sigset_t set;
+	uid_t uid;
+	gid_t gid;
+	int ch, sig;
+
+	log_init(argv[0], "ternd");
+	cli_init(&cli);
+	while ((ch = getopt(argc, argv, CLI_COMMON_OPTS "Vh")) != -1) {
+		if (cli_option(&cli, ch, optarg))
+			continue;
+		if (ch == 'V')
+			cli_version();
+		usage();
+	}
+	if (optind != argc)
+		usage();
+	if (sodium_init() < 0)
+		log_fatal("cannot initialize libsodium");
+	ternd.conf = cli_load_conf(&cli);
+	g = &ternd.conf->global;
+	log_open(g->syslog_name, 1, cli.verbose);
+	ternd.hostname = conf_hostname(ternd.conf);
+	if (ternd.conf->nroutes == 0)
+		log_warning("no [routes]: every recipient will be refused with 550 5.4.4");
+
+	/* As root: directories, sockets. */
+	umask(027);
+	if (geteuid() == 0) {
+		if (privs_lookup(g->user, &uid, &gid, err, sizeof(err)) < 0)
+			log_fatal_status(2, "%s", err);
+	} else {
+		uid = geteuid();
+		gid = getegid();
+	}
+	own_dir(g->state_dir, uid, gid, 0750);
+	own_dir(g->spool_dir, uid, gid, 0750);
+	own_dir(g->run_dir, uid, gid, 0750);
+	listen_setup();
+	control_setup();
+	if (!cli.foreground) {
+		if (privs_daemonize(err, sizeof(err)) < 0)
+			log_fatal("%s", err);
+		log_open(g->syslog_name, 0, cli.verbose);
+	}
+	if (privs_drop(g->user, err, sizeof(err)) < 0)
+		log_fatal("%s", err);
+	/* Group members (ternq) need to write LMDB's lock file: 0660. */
+	umask(007);
+
+	/* As the tern user: the queue. */
+	{
+		char path[4096];
+
+		snprintf(path, sizeof(path), "%s/queue", g->state_dir);
+		if ((ternd.store = store_open(path, 0, err, sizeof(err))) == NULL)
+			log_fatal("%s", err);
+	}
+	if ((ternd.spool = spool_open(g->spool_dir, ternd.conf->ternd.segment_size, err,
+				      sizeof(err))) == NULL)
+		log_fatal("%s", err);
+	if (recover(err, sizeof(err)) < 0)
+		log_fatal("recovery failed: %s", err);
+	write_pid();
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	commit_start();
+	control_start();
+	listen_start();
+	log_info("started: lmtp %s, smtp %s", ternd.conf->ternd.lmtp_listen[0]
+		 ? ternd.conf->ternd.lmtp_listen : "off",
+		 ternd.conf->ternd.smtp_listen[0] ? ternd.conf->ternd.smtp_listen : "off");
+	for (;;) {
+		if (sigwait(&set, &sig) != 0)
+			continue;
+		if (sig == SIGHUP) {
+			reload(cli.conf_path);
+			continue;
+		}
+		break;
+	}
+	drain();
+	spool_close(&ternd.spool);
+	store_close(&ternd.store);
+	for (int i = 0; i < nretired; i++)
+		conf_free(&retired[i]);
+	conf_free(&ternd.conf);
+	log_info("stopped");
+	return 0;
+}

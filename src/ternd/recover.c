@@ -1,0 +1,133 @@
+/*
+ * recover - bring the spool in line with the queue database at start.
+ *
+ * The database is the truth: it only holds what was committed. Segment
+ * bytes beyond a segment's committed length belong to messages that never
+ * got 250 and are cut off; segment files and own files the database does
+ * not know are removed; empty segments go. A committed body that is
+ * missing or short is reported loudly and left for the admin: never
+ * padded, never silently dropped.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "queue_ops.h"
+#include "ternd.h"
+#include "xalloc.h"
+
+struct seg_list {
+	uint64_t *ids;
+	size_t n, cap;
+	int damaged;
+};
+
+/* keep_seg - remember a segment the database knows */
+static int keep_seg(const struct store_seg *seg, void *arg)
+{
+	struct seg_list *l = arg;
+
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 64;
+		l->ids = xreallocarray(l->ids, l->cap, sizeof(*l->ids));
+	}
+	l->ids[l->n++] = seg->id;
+	if (seg->live == 0)
+		return 0;	/* removed below */
+	if (spool_seg_truncate(ternd.spool, seg->id, seg->length) < 0) {
+		log_error("spool segment %016" PRIx64 " is missing committed data (%s): "
+			  "%u queued message%s may have lost their body", seg->id, strerror(errno),
+			  seg->live, seg->live == 1 ? "" : "s");
+		l->damaged = 1;
+	}
+	return 0;
+}
+
+/* drop_empty - forget a segment with no live message */
+static int drop_empty(struct store_txn *txn, void *arg)
+{
+	return store_del_seg(txn, *(uint64_t *)arg);
+}
+
+/* known_seg - is a segment file name one the database knows */
+static int seg_file(const char *name, void *arg)
+{
+	struct seg_list *l = arg;
+	char *end;
+	uint64_t id = strtoull(name, &end, 16);
+
+	for (size_t i = 0; *end == '\0' && i < l->n; i++)
+		if (l->ids[i] == id)
+			return 0;
+	log_info("removing spool segment %s: no committed message in it", name);
+	if (*end == '\0')
+		spool_seg_remove(ternd.spool, id);
+	return 0;
+}
+
+/* own_file - remove an own file whose message was never committed */
+static int own_file(const char *name, void *arg)
+{
+	struct q_msg m;
+	int rc = store_get(ternd.store, name, &m, NULL, NULL);
+
+	(void)arg;
+	if (rc == 0) {
+		q_msg_clear(&m);
+		return 0;
+	}
+	if (rc == 1) {
+		log_info("removing spool file own/%s: not a committed message", name);
+		spool_own_remove(ternd.spool, name);
+	}
+	return 0;
+}
+
+/* empty_seg - collect segments with no live message */
+static int empty_seg(const struct store_seg *seg, void *arg)
+{
+	struct seg_list *l = arg;
+
+	if (seg->live == 0) {
+		if (l->n == l->cap) {
+			l->cap = l->cap ? 2 * l->cap : 64;
+			l->ids = xreallocarray(l->ids, l->cap, sizeof(*l->ids));
+		}
+		l->ids[l->n++] = seg->id;
+	}
+	return 0;
+}
+
+/* recover - run once at start, before the committer */
+int recover(char *err, size_t errlen)
+{
+	struct seg_list known = {0}, empty = {0};
+	uint64_t last = 0, count = 0;
+
+	if (store_foreach_seg(ternd.store, empty_seg, &empty) < 0) {
+		snprintf(err, errlen, "cannot read the segment table");
+		return -1;
+	}
+	for (size_t i = 0; i < empty.n; i++) {
+		if (store_write(ternd.store, drop_empty, &empty.ids[i], err, errlen) < 0)
+			return -1;
+		spool_seg_remove(ternd.spool, empty.ids[i]);
+	}
+	free(empty.ids);
+	store_foreach_seg(ternd.store, keep_seg, &known);
+	spool_foreach_seg_file(ternd.spool, seg_file, &known);
+	spool_foreach_own_file(ternd.spool, own_file, NULL);
+	free(known.ids);
+	if (store_get_meta(ternd.store, "last_qid", &last) < 0 || store_count(ternd.store, &count) < 0) {
+		snprintf(err, errlen, "cannot read the queue database");
+		return -1;
+	}
+	qid_gen_init(&ternd.qids, last);
+	ternd.queued = count;
+	log_info("queue: %llu message%s", (unsigned long long)count, count == 1 ? "" : "s");
+	return 0;
+}

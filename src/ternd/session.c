@@ -1,0 +1,800 @@
+/*
+ * session - one inbound SMTP or LMTP session, in its own thread.
+ *
+ * Reads commands with a deadline, answers them (replies are batched and
+ * flushed when the client has nothing more buffered, as RFC 2920 wants),
+ * receives the content through smtp_data (DATA or BDAT) into memory, or
+ * into a spool file of its own once it is large, and hands the finished
+ * message to the committer. It answers 250 only after the committer says
+ * the message is on stable storage. Every I/O or protocol failure goes
+ * through session_fail(), which logs once and ends the session; a
+ * transaction that does not reach the committer leaves nothing behind.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "hdr_scan.h"
+#include "log.h"
+#include "session.h"
+#include "smtp_cmd.h"
+#include "smtp_data.h"
+#include "ternd.h"
+#include "traceparent.h"
+#include "xalloc.h"
+
+#define IN_SIZE 16384
+#define OUT_SIZE 8192
+#define CHUNK_OUT 16384
+#define PEEK_SIZE 65536
+#define RECEIVED_MAX 1024
+
+enum sess_state { S_OK, S_QUIT, S_FAIL };
+
+struct session {
+	int fd;
+	int lmtp;
+	char client[80];		/* "[addr]" or "local" */
+	enum sess_state state;
+	int errors;
+	char helo[SMTP_DOMAIN_MAX + 1];
+	int greeted;
+	/* input and output */
+	char in[IN_SIZE];
+	size_t in_pos, in_len;
+	char out[OUT_SIZE];
+	size_t out_len;
+	/* the transaction */
+	int in_mail;
+	struct q_msg msg;
+	struct q_rcpt *rcpts;
+	size_t nrcpts, rcpt_cap;
+	int bdat;			/* BDAT chunks have been received */
+	struct smtp_data *reader;
+	/* the content */
+	char *body;
+	size_t body_len, body_cap;
+	int own_fd;
+	int own_failed;
+	uint64_t own_len;
+	char *peek;			/* first PEEK_SIZE octets of the content */
+	size_t peek_len;
+	char received[RECEIVED_MAX];
+	size_t received_len;
+	crypto_generichash_state hash;
+};
+
+/* session_fail - the error sink: log once, stop the session */
+static void session_fail(struct session *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void session_fail(struct session *s, const char *fmt, ...)
+{
+	char why[256];
+	va_list ap;
+
+	if (s->state == S_FAIL)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	log_info("%s: %s from %s", s->in_mail ? s->msg.qid : "NOQUEUE", why, s->client);
+	s->state = S_FAIL;
+}
+
+/* flush - send the replies gathered so far */
+static void flush(struct session *s)
+{
+	size_t done = 0;
+	long long timeout = ternd.conf->ternd.command_timeout;
+
+	while (done < s->out_len && s->state != S_FAIL) {
+		struct pollfd p = {s->fd, POLLOUT, 0};
+		ssize_t n;
+
+		if (poll(&p, 1, (int)timeout) <= 0) {
+			session_fail(s, "timeout after reply");
+			break;
+		}
+		n = send(s->fd, s->out + done, s->out_len - done, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			session_fail(s, "lost connection after reply");
+			break;
+		}
+		done += (size_t)n;
+	}
+	s->out_len = 0;
+}
+
+/* reply - queue one reply line (CRLF added) */
+static void __attribute__((format(printf, 2, 3))) reply(struct session *s, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line) - 2, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n > sizeof(line) - 3)
+		n = (int)sizeof(line) - 3;
+	line[n++] = '\r';
+	line[n++] = '\n';
+	if (s->out_len + (size_t)n > sizeof(s->out))
+		flush(s);
+	memcpy(s->out + s->out_len, line, (size_t)n);
+	s->out_len += (size_t)n;
+}
+
+/* error_reply - a refusal that counts towards max_errors */
+static void error_reply(struct session *s, const char *text)
+{
+	reply(s, "%s", text);
+	if (++s->errors >= ternd.conf->ternd.max_errors) {
+		reply(s, "421 4.7.0 %s Error: too many errors", ternd.hostname);
+		flush(s);
+		session_fail(s, "too many errors");
+	}
+}
+
+/* fill - read more input, waiting up to timeout_ms; 0 on EOF/error */
+static int fill(struct session *s, long long timeout_ms)
+{
+	struct pollfd p = {s->fd, POLLIN, 0};
+	ssize_t n;
+
+	if (s->in_pos == s->in_len)
+		s->in_pos = s->in_len = 0;
+	else if (s->in_pos > 0 && s->in_len == sizeof(s->in)) {
+		memmove(s->in, s->in + s->in_pos, s->in_len - s->in_pos);
+		s->in_len -= s->in_pos;
+		s->in_pos = 0;
+	}
+	if (s->out_len)
+		flush(s);	/* the client is waiting for us */
+	if (s->state == S_FAIL)
+		return 0;
+	for (;;) {
+		int rc = poll(&p, 1, (int)timeout_ms);
+
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc == 0) {
+			reply(s, "421 4.4.2 %s Error: timeout exceeded", ternd.hostname);
+			flush(s);
+			session_fail(s, "timeout");
+			return 0;
+		}
+		n = recv(s->fd, s->in + s->in_len, sizeof(s->in) - s->in_len, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			session_fail(s, "lost connection");
+			return 0;
+		}
+		s->in_len += (size_t)n;
+		return 1;
+	}
+}
+
+/* read_line - the next command line (without CR LF); NULL at end */
+static char *read_line(struct session *s, size_t *len)
+{
+	int toolong = 0;
+
+	for (;;) {
+		char *start = s->in + s->in_pos;
+		char *nl = memchr(start, '\n', s->in_len - s->in_pos);
+
+		if (nl) {
+			size_t n = (size_t)(nl - start);
+
+			s->in_pos += n + 1;
+			if (toolong)
+				return *len = SIZE_MAX, start;
+			if (n > 0 && start[n - 1] == '\r')
+				n--;
+			start[n] = '\0';
+			*len = n;
+			return start;
+		}
+		if (s->in_len - s->in_pos >= SMTP_LINE_MAX) {
+			toolong = 1;	/* discard up to the newline */
+			s->in_pos = s->in_len;
+		}
+		if (!fill(s, ternd.conf->ternd.command_timeout))
+			return NULL;
+	}
+}
+
+/* txn_reset - forget the transaction; remove a partial own file */
+static void txn_reset(struct session *s)
+{
+	if (s->own_fd >= 0) {
+		close(s->own_fd);
+		spool_own_remove(ternd.spool, s->msg.qid);
+		s->own_fd = -1;
+	}
+	q_msg_clear(&s->msg);
+	for (size_t i = 0; i < s->nrcpts; i++)
+		q_rcpt_clear(&s->rcpts[i]);
+	s->nrcpts = 0;
+	s->in_mail = 0;
+	s->bdat = 0;
+	s->body_len = s->peek_len = s->received_len = 0;
+	s->own_len = 0;
+	s->own_failed = 0;
+}
+
+/* route_of - the peer for a recipient address, or NULL */
+static const char *route_of(const char *addr)
+{
+	const struct conf *c = ternd.conf;
+	const char *at = strrchr(addr, '@'), *domain = at ? at + 1 : "";
+	const char *best = NULL;
+	size_t dlen = strlen(domain), best_len = 0;
+
+	for (size_t i = 0; i < c->nroutes; i++) {
+		const char *d = c->routes[i].domain;
+		size_t len = strlen(d);
+
+		if (strcasecmp(d, domain) == 0)
+			return c->routes[i].peer;
+		if (d[0] == '.' && dlen > len && strcasecmp(domain + dlen - len, d) == 0
+		    && len > best_len) {
+			best = c->routes[i].peer;
+			best_len = len;
+		}
+	}
+	if (best)
+		return best;
+	for (size_t i = 0; i < c->nroutes; i++)
+		if (strcmp(c->routes[i].domain, "*") == 0)
+			return c->routes[i].peer;
+	return NULL;
+}
+
+/* storage_ok - room for one more message (queue_minfree, max_queue_messages) */
+static int storage_ok(void)
+{
+	struct statvfs fs;
+	uint64_t queued;
+
+	pthread_mutex_lock(&ternd.lock);
+	queued = ternd.queued;
+	pthread_mutex_unlock(&ternd.lock);
+	if (queued >= (uint64_t)ternd.conf->ternd.max_queue_messages)
+		return 0;
+	if (statvfs(ternd.conf->global.spool_dir, &fs) == 0
+	    && (unsigned long long)fs.f_bavail * fs.f_frsize < ternd.conf->ternd.queue_minfree)
+		return 0;
+	return 1;
+}
+
+/* do_helo - HELO, EHLO, LHLO */
+static void do_helo(struct session *s, const struct smtp_cmd *cmd)
+{
+	const struct conf_ternd *t = &ternd.conf->ternd;
+
+	if (s->lmtp != (cmd->verb == CMD_LHLO)) {
+		error_reply(s, s->lmtp ? "500 5.5.1 Error: this is LMTP: send LHLO"
+			    : "500 5.5.1 Error: LHLO is for LMTP: send EHLO");
+		return;
+	}
+	txn_reset(s);
+	snprintf(s->helo, sizeof(s->helo), "%s", cmd->helo);
+	s->greeted = 1;
+	if (cmd->verb == CMD_HELO) {
+		reply(s, "250 %s", ternd.hostname);
+		return;
+	}
+	reply(s, "250-%s", ternd.hostname);
+	reply(s, "250-PIPELINING");
+	reply(s, "250-SIZE %llu", t->message_size_limit);
+	reply(s, "250-8BITMIME");
+	reply(s, "250-SMTPUTF8");
+	reply(s, "250-ENHANCEDSTATUSCODES");
+	reply(s, "250-CHUNKING");
+	reply(s, "250 DSN");
+}
+
+/* do_mail - MAIL FROM: start a transaction */
+static void do_mail(struct session *s, const struct smtp_cmd *cmd)
+{
+	const struct conf_ternd *t = &ternd.conf->ternd;
+
+	if (!s->greeted) {
+		error_reply(s, s->lmtp ? "503 5.5.1 Error: send LHLO first"
+			    : "503 5.5.1 Error: send HELO/EHLO first");
+		return;
+	}
+	if (s->in_mail) {
+		error_reply(s, "503 5.5.1 Error: nested MAIL command");
+		return;
+	}
+	if (cmd->size > t->message_size_limit) {
+		error_reply(s, "552 5.3.4 Error: message size exceeds fixed limit");
+		return;
+	}
+	if (!storage_ok()) {
+		reply(s, "452 4.3.1 Error: insufficient system storage");
+		return;
+	}
+	qid_next(&ternd.qids, now_us(), s->msg.qid);
+	s->msg.arrival_us = now_us();
+	s->msg.sender = xstrdup(cmd->addr);
+	s->msg.envid = xstrdup(cmd->envid);
+	s->msg.helo = xstrdup(s->helo);
+	s->msg.client = xstrdup(s->client);
+	s->msg.body_type = (uint8_t)cmd->body;
+	s->msg.ret = (uint8_t)cmd->ret;
+	s->msg.flags = (cmd->smtputf8 ? QMSG_SMTPUTF8 : 0) | (s->lmtp ? QMSG_LMTP : 0);
+	s->in_mail = 1;
+	reply(s, "250 2.1.0 Ok");
+}
+
+/* has_8bit - any octet above 127 */
+static int has_8bit(const char *p)
+{
+	for (; *p; p++)
+		if ((unsigned char)*p > 127)
+			return 1;
+	return 0;
+}
+
+/* do_rcpt - RCPT TO: add a recipient with its route */
+static void do_rcpt(struct session *s, const struct smtp_cmd *cmd)
+{
+	struct q_rcpt *r;
+	const char *peer;
+
+	if (!s->in_mail) {
+		error_reply(s, "503 5.5.1 Error: need MAIL command");
+		return;
+	}
+	if (s->bdat) {
+		error_reply(s, "503 5.5.1 Error: RCPT after BDAT");
+		return;
+	}
+	if (s->nrcpts >= (size_t)ternd.conf->ternd.recipient_limit) {
+		reply(s, "452 4.5.3 Error: too many recipients");
+		return;
+	}
+	if (has_8bit(cmd->addr) && !(s->msg.flags & QMSG_SMTPUTF8)) {
+		error_reply(s, "553 5.6.7 Error: this address needs MAIL FROM ... SMTPUTF8");
+		return;
+	}
+	if ((peer = route_of(cmd->addr)) == NULL) {
+		reply(s, "550 5.4.4 <%s>: Recipient address rejected: no route to this domain",
+		      cmd->addr);
+		return;
+	}
+	if (s->nrcpts == s->rcpt_cap) {
+		s->rcpt_cap = s->rcpt_cap ? 2 * s->rcpt_cap : 8;
+		s->rcpts = xreallocarray(s->rcpts, s->rcpt_cap, sizeof(*s->rcpts));
+	}
+	r = &s->rcpts[s->nrcpts];
+	memset(r, 0, sizeof(*r));
+	r->idx = (uint32_t)s->nrcpts++;
+	r->state = RCPT_QUEUED;
+	r->notify = (uint8_t)cmd->notify;
+	r->next_us = s->msg.arrival_us;
+	r->addr = xstrdup(cmd->addr);
+	r->orcpt = xstrdup(cmd->orcpt);
+	r->peer = xstrdup(peer);
+	r->reply = xstrdup("");
+	reply(s, "250 2.1.5 Ok");
+}
+
+/* content_start - the Received: header opens the body; hashing starts */
+static void content_start(struct session *s)
+{
+	char date[64];
+	time_t now = time(NULL);
+	struct tm tm;
+	int n;
+
+	localtime_r(&now, &tm);
+	strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S %z", &tm);
+	n = snprintf(s->received, sizeof(s->received),
+		     "Received: from %s (%s)\r\n\tby %s (tern) with %s id %s%s%s%s;\r\n\t%s\r\n",
+		     s->helo, s->client, ternd.hostname, s->lmtp ? "LMTP" : "ESMTP", s->msg.qid,
+		     s->nrcpts == 1 ? "\r\n\tfor <" : "", s->nrcpts == 1 ? s->rcpts[0].addr : "",
+		     s->nrcpts == 1 ? ">" : "", date);
+	if (n < 0 || (size_t)n >= sizeof(s->received))	/* names are bounded: cannot happen */
+		n = snprintf(s->received, sizeof(s->received),
+			     "Received: by %s (tern) id %s; %s\r\n", ternd.hostname, s->msg.qid, date);
+	s->received_len = (size_t)n;
+	crypto_generichash_init(&s->hash, NULL, 0, Q_DIGEST_BYTES);
+	crypto_generichash_update(&s->hash, (const unsigned char *)s->received, s->received_len);
+	smtp_data_reset(s->reader, s->bdat ? SMTP_DATA_BDAT : SMTP_DATA_DOT);
+	s->body_len = s->peek_len = 0;
+}
+
+/* spill - move the content to a file of its own (large message) */
+static int spill(struct session *s)
+{
+	if (s->own_fd < 0) {
+		if ((s->own_fd = spool_own_create(ternd.spool, s->msg.qid)) < 0)
+			return -1;
+		s->msg.flags |= QMSG_OWNFILE;
+		if (write(s->own_fd, s->received, s->received_len) != (ssize_t)s->received_len)
+			return -1;
+	}
+	for (size_t done = 0; done < s->body_len;) {
+		ssize_t n = write(s->own_fd, s->body + done, s->body_len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		done += (size_t)n;
+	}
+	s->own_len += s->body_len;
+	s->body_len = 0;
+	return 0;
+}
+
+/* content_add - take canonical octets from the reader */
+static void content_add(struct session *s, const char *p, size_t n)
+{
+	size_t limit = (size_t)ternd.conf->ternd.large_message_threshold;
+
+	crypto_generichash_update(&s->hash, (const unsigned char *)p, n);
+	if (s->peek_len < PEEK_SIZE) {
+		size_t k = n < PEEK_SIZE - s->peek_len ? n : PEEK_SIZE - s->peek_len;
+
+		memcpy(s->peek + s->peek_len, p, k);
+		s->peek_len += k;
+	}
+	if (s->own_failed)
+		return;
+	if (s->body_len + n > s->body_cap) {
+		size_t want = s->body_cap ? s->body_cap : 65536;
+
+		while (want < s->body_len + n && want < limit)
+			want *= 2;
+		if (want > limit)
+			want = limit;
+		if (want > s->body_cap) {
+			s->body = xreallocarray(s->body, want, 1);
+			s->body_cap = want;
+		}
+	}
+	if (s->body_len + n > s->body_cap && spill(s) < 0) {
+		log_error("%s: cannot write spool file: %s", s->msg.qid, strerror(errno));
+		s->own_failed = 1;
+		return;
+	}
+	if (n > s->body_cap) {	/* cannot happen: n <= CHUNK_OUT < limit */
+		s->own_failed = 1;
+		return;
+	}
+	memcpy(s->body + s->body_len, p, n);
+	s->body_len += n;
+}
+
+/* feed - push input through the reader; 1 when DATA content ended */
+static int feed(struct session *s, const char *in, size_t len, size_t *used)
+{
+	char out[CHUNK_OUT];
+	size_t off = 0;
+	int end = 0;
+
+	while (off < len && !end) {
+		size_t consumed, produced;
+
+		end = smtp_data_push(s->reader, in + off, len - off, &consumed, out, sizeof(out),
+				     &produced);
+		off += consumed;
+		if (produced)
+			content_add(s, out, produced);
+	}
+	*used = off;
+	return end;
+}
+
+/* content_error - the reply for a reader error, or NULL */
+static const char *content_error(struct session *s)
+{
+	unsigned e = smtp_data_errors(s->reader);
+
+	if (e & SMTP_DATA_ERR_SIZE)
+		return "552 5.3.4 Error: message file too big";
+	if (e & SMTP_DATA_ERR_LINE)
+		return "554 5.6.0 Error: message content has a line longer than line_length_limit";
+	if (e & SMTP_DATA_ERR_BARE)
+		return "550 5.6.2 Error: bare <CR> or <LF> in message content (RFC 5321 2.3.8)";
+	return NULL;
+}
+
+/* reply_all - one reply (SMTP) or one per recipient (LMTP) */
+static void reply_all(struct session *s, const char *code_text)
+{
+	if (!s->lmtp) {
+		reply(s, "%s", code_text);
+		return;
+	}
+	for (size_t i = 0; i < s->nrcpts; i++)
+		reply(s, "%.9s <%s> %s", code_text, s->rcpts[i].addr, code_text + 10);
+}
+
+/* trace_of - the message's trace context from its Traceparent, or a new one */
+static void trace_of(struct session *s)
+{
+	struct traceparent tp;
+	const char *v;
+	size_t vlen;
+
+	if (!hdr_scan_field(s->peek, s->peek_len, "Traceparent", &v, &vlen)
+	    || traceparent_parse(v, vlen, &tp) < 0)
+		traceparent_new(&tp);
+	memcpy(s->msg.trace_id, tp.trace_id, sizeof(tp.trace_id));
+	memcpy(s->msg.span_id, tp.span_id, sizeof(tp.span_id));
+}
+
+/* content_end - the content is complete: commit it and answer */
+static void content_end(struct session *s)
+{
+	const char *err = content_error(s);
+	struct job job;
+	char tid[TRACE_ID_HEX + 1];
+	struct traceparent tp;
+
+	if (err) {
+		reply_all(s, err);
+		txn_reset(s);
+		return;
+	}
+	s->msg.size = s->received_len + s->own_len + s->body_len;
+	if (smtp_data_dotlines(s->reader))
+		s->msg.flags |= QMSG_DOTLINES;
+	if (smtp_data_8bit(s->reader))
+		s->msg.flags |= QMSG_8BIT;
+	crypto_generichash_final(&s->hash, s->msg.digest, Q_DIGEST_BYTES);
+	trace_of(s);
+	s->msg.nrcpt = s->msg.nlive = (uint32_t)s->nrcpts;
+	memset(&job, 0, sizeof(job));
+	job.kind = JOB_ACCEPT;
+	job.msg = &s->msg;
+	job.rcpts = s->rcpts;
+	job.nrcpts = s->nrcpts;
+	if (s->own_fd >= 0) {
+		/* A file of its own: written and synced here, named by the committer's fsync. */
+		if (s->own_failed || spill(s) < 0 || fdatasync(s->own_fd) < 0) {
+			log_error("%s: cannot write spool file: %s", s->msg.qid, strerror(errno));
+			reply_all(s, "451 4.3.0 Error: queue file write error");
+			txn_reset(s);
+			return;
+		}
+	} else {
+		job.body[0].iov_base = s->received;
+		job.body[0].iov_len = s->received_len;
+		job.body[1].iov_base = s->body;
+		job.body[1].iov_len = s->body_len;
+		job.nbody = 2;
+	}
+	if (commit_submit(&job) < 0) {
+		log_error("%s: not queued: %s", s->msg.qid, job.err);
+		reply_all(s, "451 4.3.0 Error: queue file write error");
+		txn_reset(s);
+		return;
+	}
+	if (s->own_fd >= 0) {
+		close(s->own_fd);	/* committed: the file is the queue's now */
+		s->own_fd = -1;
+	}
+	memcpy(tp.trace_id, s->msg.trace_id, sizeof(tp.trace_id));
+	trace_id_hex(&tp, tid);
+	log_info("%s: from=<%s>, size=%llu, nrcpt=%zu, trace=%s (queue active)", s->msg.qid,
+		 s->msg.sender, (unsigned long long)s->msg.size, s->nrcpts, tid);
+	if (s->lmtp) {
+		for (size_t i = 0; i < s->nrcpts; i++)
+			reply(s, "250 2.0.0 <%s> Ok: queued as %s", s->rcpts[i].addr, s->msg.qid);
+	} else {
+		reply(s, "250 2.0.0 Ok: queued as %s", s->msg.qid);
+	}
+	txn_reset(s);
+}
+
+/* data_ready - MAIL and RCPT done, nothing else in the way of content */
+static int data_ready(struct session *s, int bdat)
+{
+	if (!s->in_mail) {
+		error_reply(s, "503 5.5.1 Error: need MAIL command");
+		return 0;
+	}
+	if (s->nrcpts == 0) {
+		error_reply(s, "554 5.5.1 Error: no valid recipients");
+		return 0;
+	}
+	if (!bdat && s->bdat) {
+		error_reply(s, "503 5.5.1 Error: DATA after BDAT");
+		return 0;
+	}
+	return 1;
+}
+
+/* do_data - DATA: read the content up to CRLF.CRLF */
+static void do_data(struct session *s)
+{
+	if (!data_ready(s, 0))
+		return;
+	content_start(s);
+	reply(s, "354 End data with <CR><LF>.<CR><LF>");
+	for (;;) {
+		size_t used;
+		int end = feed(s, s->in + s->in_pos, s->in_len - s->in_pos, &used);
+
+		s->in_pos += used;
+		if (end)
+			break;
+		if (!fill(s, ternd.conf->ternd.data_timeout)) {
+			txn_reset(s);
+			return;
+		}
+	}
+	content_end(s);
+}
+
+/* do_bdat - BDAT n [LAST]: exactly n octets of content follow */
+static void do_bdat(struct session *s, const struct smtp_cmd *cmd)
+{
+	unsigned long long left = cmd->chunk;
+	int ready = data_ready(s, 1);
+
+	if (ready && !s->bdat) {
+		s->bdat = 1;
+		content_start(s);
+	}
+	while (left > 0) {
+		size_t avail = s->in_len - s->in_pos, used;
+
+		if (avail == 0) {
+			if (!fill(s, ternd.conf->ternd.data_timeout)) {
+				txn_reset(s);
+				return;
+			}
+			continue;
+		}
+		if (avail > left)
+			avail = (size_t)left;
+		if (ready)
+			feed(s, s->in + s->in_pos, avail, &used);
+		s->in_pos += avail;
+		left -= avail;
+	}
+	if (!ready)
+		return;		/* the chunk was read and dropped; the reply is out */
+	if (!cmd->last) {
+		reply(s, "250 2.0.0 Ok: %llu octets", cmd->chunk);
+		return;
+	}
+	{
+		char out[8];
+		size_t n = smtp_data_finish(s->reader, out, sizeof(out));
+
+		if (n)
+			content_add(s, out, n);
+	}
+	content_end(s);
+}
+
+/* command - one command line */
+static void command(struct session *s, char *line, size_t len)
+{
+	struct smtp_cmd cmd;
+	const char *err;
+
+	if (len == SIZE_MAX) {
+		error_reply(s, "500 5.5.2 Error: line too long");
+		return;
+	}
+	if (smtp_cmd_parse(line, len, &cmd, &err) < 0) {
+		error_reply(s, err);
+		return;
+	}
+	if (s->bdat && cmd.verb != CMD_BDAT && cmd.verb != CMD_RSET && cmd.verb != CMD_QUIT
+	    && cmd.verb != CMD_NOOP) {
+		error_reply(s, "503 5.5.1 Error: BDAT ... LAST expected");
+		return;
+	}
+	switch (cmd.verb) {
+	case CMD_HELO:
+	case CMD_EHLO:
+	case CMD_LHLO:
+		do_helo(s, &cmd);
+		break;
+	case CMD_MAIL:
+		do_mail(s, &cmd);
+		break;
+	case CMD_RCPT:
+		do_rcpt(s, &cmd);
+		break;
+	case CMD_DATA:
+		do_data(s);
+		break;
+	case CMD_BDAT:
+		do_bdat(s, &cmd);
+		break;
+	case CMD_RSET:
+		txn_reset(s);
+		reply(s, "250 2.0.0 Ok");
+		break;
+	case CMD_NOOP:
+		reply(s, "250 2.0.0 Ok");
+		break;
+	case CMD_QUIT:
+		reply(s, "221 2.0.0 Bye");
+		flush(s);
+		s->state = S_QUIT;
+		break;
+	case CMD_VRFY:
+	case CMD_EXPN:
+		reply(s, "502 5.5.1 Error: command not implemented");
+		break;
+	case CMD_HELP:
+		reply(s, "214 2.0.0 See the ternd(8) manual page");
+		break;
+	case CMD_STARTTLS:
+	case CMD_AUTH:
+		error_reply(s, "502 5.5.1 Error: not offered on this local listener");
+		break;
+	default:
+		error_reply(s, "500 5.5.2 Error: command not recognized");
+		break;
+	}
+}
+
+/* session_run - serve one connection until QUIT, error or timeout */
+void session_run(int fd, int lmtp, const char *client)
+{
+	struct session *s = xcalloc(1, sizeof(*s));
+	const struct conf_ternd *t = &ternd.conf->ternd;
+	struct smtp_data_limits limits = {
+		.max_size = t->message_size_limit,
+		.max_line = (size_t)t->line_length_limit,
+		.normalize = t->bare_newline == BARENL_NORMALIZE,
+	};
+
+	s->fd = fd;
+	s->lmtp = lmtp;
+	s->own_fd = -1;
+	snprintf(s->client, sizeof(s->client), "%s", client);
+	s->reader = smtp_data_new(SMTP_DATA_DOT, &limits);
+	s->peek = xmalloc(PEEK_SIZE);
+	reply(s, "220 %s %s tern", ternd.hostname, lmtp ? "LMTP" : "ESMTP");
+	while (s->state == S_OK) {
+		size_t len;
+		char *line = read_line(s, &len);
+
+		if (line == NULL)
+			break;
+		command(s, line, len);
+		/* Pipelining: answer only when the client has sent all it had. */
+		if (s->in_pos == s->in_len && s->out_len)
+			flush(s);
+	}
+	if (s->out_len && s->state != S_FAIL)
+		flush(s);
+	txn_reset(s);
+	smtp_data_free(&s->reader);
+	free(s->rcpts);
+	free(s->body);
+	free(s->peek);
+	free(s);
+}

@@ -1,0 +1,68 @@
+/*
+ * ternd.h - what ternd's threads share: the configuration, the store, the
+ * spool, the queue id generator and the committer's job queue.
+ */
+#ifndef TERN_TERND_H
+#define TERN_TERND_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "conf.h"
+#include "qid.h"
+#include "queue.h"
+#include "spool.h"
+#include "store.h"
+
+/* One unit of work for the committer, which is the only LMDB writer. */
+enum job_kind { JOB_ACCEPT, JOB_WRITE };
+
+struct job {
+	enum job_kind kind;
+	struct job *next;
+	/* JOB_ACCEPT: a received message; body in memory or in its own file */
+	struct q_msg *msg;
+	struct q_rcpt *rcpts;
+	size_t nrcpts;
+	struct iovec body[2];		/* Received: header, then content */
+	int nbody;
+	/* JOB_WRITE: a queue change (ternq) */
+	store_write_fn write;
+	void *arg;
+	/* result */
+	int done;
+	int result;			/* 0, or -1 with err */
+	char err[256];
+};
+
+struct ternd {
+	struct conf *conf;
+	struct store *store;
+	struct spool *spool;
+	struct qid_gen qids;
+	const char *hostname;
+	/* committer queue */
+	pthread_mutex_t lock;
+	pthread_cond_t work, done;
+	struct job *head, **tail;
+	int stopping;
+	/* inbound sessions */
+	int sessions;
+	uint64_t queued;		/* messages in the queue */
+};
+
+extern struct ternd ternd;
+
+void commit_start(void);
+void commit_stop(void);
+int commit_submit(struct job *job);
+uint64_t now_us(void);
+
+void listen_start(void);
+void listen_stop(void);
+void control_setup(void);
+void control_start(void);
+int recover(char *err, size_t errlen);
+
+#endif

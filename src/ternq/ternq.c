@@ -1,0 +1,675 @@
+/*
+ * ternq - queue inspection and control for ternd, like mailq, postsuper
+ * and qshape.
+ *
+ * Reads the queue database directly (read-only transactions, so it works
+ * whether ternd runs or not). Changes go to a running ternd through its
+ * control socket, so its scheduler sees them at once; when ternd is not
+ * running, ternq makes them itself with the same code (queue_ops).
+ * Exit status: 0 ok, 1 a message was not found, 2 usage or configuration.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <sodium.h>
+
+#include "cli.h"
+#include "log.h"
+#include "queue_ops.h"
+#include "smtp_cmd.h"
+#include "spool.h"
+#include "store.h"
+#include "traceparent.h"
+#include "units.h"
+#include "xalloc.h"
+
+#define EXIT_NOTFOUND 1
+#define EXIT_USAGE 2
+
+struct ternq {
+	struct conf *conf;
+	struct store *store;
+	int json;
+	const char *state;		/* list filter */
+	const char *peer;
+	long long older_ms;
+	const char *by;			/* stats: domain or peer */
+	uint64_t now;
+	unsigned long long total_bytes;
+	unsigned long long total_msgs;
+};
+
+/* usage - print usage and exit 2 */
+static void __attribute__((noreturn)) usage(void)
+{
+	fprintf(stderr,
+		"usage: ternq [-c FILE] [list] [--state queued|deferred|hold] [--peer P] [--older DURATION] [--json]\n"
+		"       ternq [-c FILE] show QID [--json]\n"
+		"       ternq [-c FILE] cat QID\n"
+		"       ternq [-c FILE] hold|release|delete|retry QID... | - | ALL\n"
+		"       ternq [-c FILE] stats [--by domain|peer] [--json]\n");
+	exit(EXIT_USAGE);
+}
+
+/* now_us - wall clock in microseconds */
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* open_store - the queue database, read-only or for writing */
+static struct store *open_store(const struct conf *conf, int readonly)
+{
+	char path[4096], err[1024];
+	struct store *st;
+
+	snprintf(path, sizeof(path), "%s/queue", conf->global.state_dir);
+	if ((st = store_open(path, readonly, err, sizeof(err))) == NULL) {
+		fprintf(stderr, "ternq: %s\n", err);
+		exit(EXIT_USAGE);
+	}
+	return st;
+}
+
+/* msg_state - a message's state for listing: hold, deferred or queued */
+static const char *msg_state(const struct q_msg *m, const struct q_rcpt *r, size_t n)
+{
+	if (m->flags & QMSG_HOLD)
+		return "hold";
+	for (size_t i = 0; i < n; i++)
+		if (r[i].state == RCPT_DEFERRED)
+			return "deferred";
+	return "queued";
+}
+
+/* trace_hex - a message's trace id */
+static void trace_hex(const struct q_msg *m, char out[TRACE_ID_HEX + 1])
+{
+	struct traceparent tp;
+
+	memcpy(tp.trace_id, m->trace_id, sizeof(tp.trace_id));
+	trace_id_hex(&tp, out);
+}
+
+/* msg_json - the JSON object of one message (members only ever grow) */
+static json_t *msg_json(const struct q_msg *m, const struct q_rcpt *r, size_t n)
+{
+	char tid[TRACE_ID_HEX + 1];
+	json_t *o = json_object(), *rs = json_array();
+
+	trace_hex(m, tid);
+	json_object_set_new(o, "queue_id", json_string(m->qid));
+	json_object_set_new(o, "arrival_time", json_integer((json_int_t)(m->arrival_us / 1000000)));
+	json_object_set_new(o, "message_size", json_integer((json_int_t)m->size));
+	json_object_set_new(o, "sender", json_string(m->sender));
+	json_object_set_new(o, "state", json_string(msg_state(m, r, n)));
+	json_object_set_new(o, "trace_id", json_string(tid));
+	json_object_set_new(o, "client", json_string(m->client));
+	json_object_set_new(o, "helo", json_string(m->helo));
+	json_object_set_new(o, "protocol", json_string(m->flags & QMSG_LMTP ? "LMTP" : "ESMTP"));
+	for (size_t i = 0; i < n; i++) {
+		json_t *x = json_object();
+
+		json_object_set_new(x, "address", json_string(r[i].addr));
+		json_object_set_new(x, "state", json_string(rcpt_state_name(r[i].state)));
+		json_object_set_new(x, "peer", json_string(r[i].peer));
+		json_object_set_new(x, "attempts", json_integer(r[i].attempts));
+		json_object_set_new(x, "next_attempt", json_integer((json_int_t)(r[i].next_us / 1000000)));
+		json_object_set_new(x, "delay_reason", json_string(r[i].reply));
+		json_array_append_new(rs, x);
+	}
+	json_object_set_new(o, "recipients", rs);
+	return o;
+}
+
+/* print_json - one JSON object on one line */
+static void print_json(json_t *o)
+{
+	char *s = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
+
+	puts(s);
+	free(s);
+	json_decref(o);
+}
+
+/* list_one - one message in mailq's layout (or as a JSON line) */
+static int list_one(const struct q_msg *m, const struct q_rcpt *r, size_t n, void *arg)
+{
+	struct ternq *q = arg;
+	const char *state = msg_state(m, r, n);
+	char when[32];
+	time_t t = (time_t)(m->arrival_us / 1000000);
+	struct tm tm;
+	int peer_match = q->peer == NULL;
+
+	if (q->state && strcmp(q->state, state) != 0)
+		return 0;
+	if (q->older_ms && (q->now - m->arrival_us) / 1000 < (uint64_t)q->older_ms)
+		return 0;
+	for (size_t i = 0; i < n && !peer_match; i++)
+		peer_match = strcmp(r[i].peer, q->peer) == 0;
+	if (!peer_match)
+		return 0;
+	q->total_msgs++;
+	q->total_bytes += m->size;
+	if (q->json) {
+		print_json(msg_json(m, r, n));
+		return 0;
+	}
+	localtime_r(&t, &tm);
+	strftime(when, sizeof(when), "%a %b %e %H:%M:%S", &tm);
+	printf("%-13s%c %8llu %-20s  %s\n", m->qid, m->flags & QMSG_HOLD ? '!' : ' ',
+	       (unsigned long long)m->size, when, m->sender[0] ? m->sender : "MAILER-DAEMON");
+	for (size_t i = 0; i < n; i++) {
+		if (r[i].state != RCPT_QUEUED && r[i].state != RCPT_DEFERRED)
+			continue;
+		if (r[i].reply[0])
+			printf("%46s(%s)\n", "", r[i].reply);
+		printf("%46s%s\n", "", r[i].addr);
+	}
+	putchar('\n');
+	return 0;
+}
+
+/* cmd_list - the queue, like mailq */
+static int cmd_list(struct ternq *q)
+{
+	if (!q->json)
+		printf("%-14s %8s %-20s  %s\n", "-Queue ID-", "--Size--", "----Arrival Time----",
+		       "-Sender/Recipient-------");
+	if (store_foreach(q->store, list_one, q) < 0) {
+		fprintf(stderr, "ternq: cannot read the queue\n");
+		return EXIT_USAGE;
+	}
+	if (!q->json) {
+		if (q->total_msgs == 0)
+			printf("Mail queue is empty\n");
+		else
+			printf("-- %llu Kbytes in %llu Request%s.\n", (q->total_bytes + 1023) / 1024,
+			       q->total_msgs, q->total_msgs == 1 ? "" : "s");
+	}
+	return 0;
+}
+
+/* cmd_show - one message in detail */
+static int cmd_show(struct ternq *q, const char *qid)
+{
+	struct q_msg m;
+	struct q_rcpt *r;
+	size_t n;
+	char tid[TRACE_ID_HEX + 1];
+	int rc = store_get(q->store, qid, &m, &r, &n);
+
+	if (rc != 0) {
+		fprintf(stderr, "ternq: %s: %s\n", qid, rc == 1 ? "not in the queue" : "cannot read");
+		return rc == 1 ? EXIT_NOTFOUND : EXIT_USAGE;
+	}
+	if (q->json) {
+		print_json(msg_json(&m, r, n));
+	} else {
+		trace_hex(&m, tid);
+		printf("queue_id: %s\nstate: %s\narrival_time: %llu\nsize: %llu\nsender: <%s>\n"
+		       "client: %s\nhelo: %s\nprotocol: %s\ntrace_id: %s\nenvid: %s\n", m.qid,
+		       msg_state(&m, r, n), (unsigned long long)(m.arrival_us / 1000000),
+		       (unsigned long long)m.size, m.sender, m.client, m.helo,
+		       m.flags & QMSG_LMTP ? "LMTP" : "ESMTP", tid, m.envid);
+		for (size_t i = 0; i < n; i++)
+			printf("recipient: <%s> state=%s peer=%s attempts=%u next_attempt=%llu%s%s%s\n",
+			       r[i].addr, rcpt_state_name(r[i].state), r[i].peer, r[i].attempts,
+			       (unsigned long long)(r[i].next_us / 1000000), r[i].reply[0] ? " (" : "",
+			       r[i].reply, r[i].reply[0] ? ")" : "");
+	}
+	q_rcpts_free(&r, n);
+	q_msg_clear(&m);
+	return 0;
+}
+
+/* cmd_cat - the stored message bytes, checked against the digest */
+static int cmd_cat(struct ternq *q, const char *qid)
+{
+	struct q_msg m;
+	struct spool *sp;
+	crypto_generichash_state h;
+	unsigned char digest[Q_DIGEST_BYTES], buf[65536];
+	char err[512];
+	off_t off;
+	uint64_t left;
+	int fd, rc = store_get(q->store, qid, &m, NULL, NULL);
+
+	if (rc != 0) {
+		fprintf(stderr, "ternq: %s: %s\n", qid, rc == 1 ? "not in the queue" : "cannot read");
+		return rc == 1 ? EXIT_NOTFOUND : EXIT_USAGE;
+	}
+	if ((sp = spool_open(q->conf->global.spool_dir, 0, err, sizeof(err))) == NULL
+	    || (fd = spool_open_body(sp, &m, &off)) < 0) {
+		fprintf(stderr, "ternq: %s: cannot open the spool file: %s\n", qid,
+			sp ? strerror(errno) : err);
+		spool_close(&sp);
+		q_msg_clear(&m);
+		return EXIT_USAGE;
+	}
+	crypto_generichash_init(&h, NULL, 0, sizeof(digest));
+	for (left = m.size; left > 0;) {
+		ssize_t k = pread(fd, buf, left < sizeof(buf) ? (size_t)left : sizeof(buf), off);
+
+		if (k <= 0) {
+			fprintf(stderr, "ternq: %s: spool file is short\n", qid);
+			rc = EXIT_USAGE;
+			break;
+		}
+		crypto_generichash_update(&h, buf, (size_t)k);
+		fwrite(buf, 1, (size_t)k, stdout);
+		off += k;
+		left -= (uint64_t)k;
+	}
+	close(fd);
+	spool_close(&sp);
+	crypto_generichash_final(&h, digest, sizeof(digest));
+	if (rc == 0 && memcmp(digest, m.digest, sizeof(digest)) != 0) {
+		fprintf(stderr, "ternq: %s: body does not match its digest: spool damaged\n", qid);
+		rc = EXIT_USAGE;
+	}
+	q_msg_clear(&m);
+	return rc;
+}
+
+/* control_connect - ternd's control socket, or -1 when ternd is not running */
+static int control_connect(const struct conf *conf)
+{
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	char path[512];
+	int fd;
+
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s",
+		 conf_control_socket(conf, path, sizeof(path)));
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* control_ask - one request, one answer line */
+static int control_ask(int fd, const char *req, char *answer, size_t len)
+{
+	size_t have = 0;
+
+	if (write(fd, req, strlen(req)) != (ssize_t)strlen(req))
+		return -1;
+	while (have < len - 1) {
+		ssize_t n = read(fd, answer + have, 1);
+
+		if (n <= 0)
+			return -1;
+		if (answer[have] == '\n')
+			break;
+		have++;
+	}
+	answer[have] = '\0';
+	return 0;
+}
+
+struct change {
+	struct ternq *q;
+	enum queue_op op;
+	const char *verb;
+	int fd;				/* control socket, or -1 */
+	struct spool *sp;		/* when changing the queue ourselves */
+	int missing;
+	int failed;
+	unsigned done;
+};
+
+/* change_one - apply the operation to one queue id */
+static void change_one(struct change *c, const char *qid)
+{
+	char req[64], answer[300], err[512];
+
+	if (strlen(qid) != QID_LEN) {
+		fprintf(stderr, "ternq: %s: not a queue id\n", qid);
+		c->missing = 1;
+		return;
+	}
+	if (c->fd >= 0) {
+		snprintf(req, sizeof(req), "%s %s\n", c->verb, qid);
+		if (control_ask(c->fd, req, answer, sizeof(answer)) < 0) {
+			fprintf(stderr, "ternq: lost the connection to ternd\n");
+			c->failed = 1;
+		} else if (strcmp(answer, "not found") == 0) {
+			fprintf(stderr, "ternq: %s: not in the queue\n", qid);
+			c->missing = 1;
+		} else if (strcmp(answer, "ok") != 0) {
+			fprintf(stderr, "ternq: %s: %s\n", qid, answer);
+			c->failed = 1;
+		} else {
+			c->done++;
+		}
+		return;
+	}
+	{
+		struct queue_op_arg a = {.op = c->op, .now_us = now_us()};
+
+		memcpy(a.qid, qid, QID_LEN + 1);
+		if (store_write(c->q->store, queue_op_write, &a, err, sizeof(err)) < 0) {
+			fprintf(stderr, "ternq: %s: %s\n", qid, err);
+			c->failed = 1;
+		} else if (!a.found) {
+			fprintf(stderr, "ternq: %s: not in the queue\n", qid);
+			c->missing = 1;
+		} else {
+			queue_op_cleanup(c->sp, &a);
+			c->done++;
+		}
+	}
+}
+
+struct id_list {
+	char **ids;
+	size_t n, cap;
+};
+
+/* collect_id - every queue id, for ALL */
+static int collect_id(const struct q_msg *m, const struct q_rcpt *r, size_t n, void *arg)
+{
+	struct id_list *l = arg;
+
+	(void)r;
+	(void)n;
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 64;
+		l->ids = xreallocarray(l->ids, l->cap, sizeof(*l->ids));
+	}
+	l->ids[l->n++] = xstrdup(m->qid);
+	return 0;
+}
+
+/* cmd_change - hold, release, delete or retry the given messages */
+static int cmd_change(struct ternq *q, const char *verb, char **ids, int nids)
+{
+	struct change c = {.q = q, .verb = verb, .fd = -1};
+	char err[512], line[256];
+
+	if (queue_op_parse(verb, &c.op) < 0)
+		usage();
+	if (nids == 0)
+		usage();
+	c.fd = control_connect(q->conf);
+	if (c.fd < 0) {
+		/* ternd is not running: change the queue ourselves. */
+		store_close(&q->store);
+		q->store = open_store(q->conf, 0);
+		if ((c.sp = spool_open(q->conf->global.spool_dir, 0, err, sizeof(err))) == NULL) {
+			fprintf(stderr, "ternq: %s\n", err);
+			return EXIT_USAGE;
+		}
+	}
+	for (int i = 0; i < nids && !c.failed; i++) {
+		if (strcmp(ids[i], "ALL") == 0) {
+			struct id_list l = {0};
+
+			store_foreach(q->store, collect_id, &l);
+			for (size_t k = 0; k < l.n; k++) {
+				change_one(&c, l.ids[k]);
+				free(l.ids[k]);
+			}
+			free(l.ids);
+		} else if (strcmp(ids[i], "-") == 0) {
+			while (fgets(line, sizeof(line), stdin) && !c.failed) {
+				line[strcspn(line, " \t\r\n")] = '\0';
+				if (line[0])
+					change_one(&c, line);
+			}
+		} else {
+			change_one(&c, ids[i]);
+		}
+	}
+	if (c.fd >= 0)
+		close(c.fd);
+	spool_close(&c.sp);
+	if (c.done)
+		fprintf(stderr, "ternq: %s: %u message%s\n", verb, c.done, c.done == 1 ? "" : "s");
+	return c.failed ? EXIT_USAGE : c.missing ? EXIT_NOTFOUND : 0;
+}
+
+/* Age buckets of qshape, in minutes; the last is "more than 1280". */
+static const unsigned buckets[] = {5, 10, 20, 40, 80, 160, 320, 640, 1280};
+#define NBUCKETS (sizeof(buckets) / sizeof(buckets[0]) + 1)
+
+struct shape_row {
+	char *key;
+	unsigned long total;
+	unsigned long count[NBUCKETS];
+};
+
+struct shape {
+	struct ternq *q;
+	struct shape_row *rows;
+	size_t n, cap;
+	struct shape_row all;
+};
+
+/* shape_add - count one recipient of a message of the given age */
+static void shape_add(struct shape *s, const char *key, uint64_t age_min)
+{
+	size_t b = 0, i;
+
+	while (b < NBUCKETS - 1 && age_min >= buckets[b])
+		b++;
+	for (i = 0; i < s->n && strcasecmp(s->rows[i].key, key) != 0; i++)
+		;
+	if (i == s->n) {
+		if (s->n == s->cap) {
+			s->cap = s->cap ? 2 * s->cap : 16;
+			s->rows = xreallocarray(s->rows, s->cap, sizeof(*s->rows));
+		}
+		memset(&s->rows[s->n], 0, sizeof(s->rows[0]));
+		s->rows[s->n++].key = xstrdup(key);
+	}
+	s->rows[i].total++;
+	s->rows[i].count[b]++;
+	s->all.total++;
+	s->all.count[b]++;
+}
+
+/* shape_one - a message's live recipients into the shape */
+static int shape_one(const struct q_msg *m, const struct q_rcpt *r, size_t n, void *arg)
+{
+	struct shape *s = arg;
+	uint64_t age_min = s->q->now > m->arrival_us ? (s->q->now - m->arrival_us) / 60000000u : 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const char *at = strrchr(r[i].addr, '@');
+
+		if (r[i].state != RCPT_QUEUED && r[i].state != RCPT_DEFERRED)
+			continue;
+		shape_add(s, strcmp(s->q->by, "peer") == 0 ? r[i].peer : at ? at + 1 : r[i].addr,
+			  age_min);
+	}
+	return 0;
+}
+
+/* by_total - sort rows by total, largest first */
+static int by_total(const void *a, const void *b)
+{
+	const struct shape_row *x = a, *y = b;
+
+	return x->total < y->total ? 1 : x->total > y->total ? -1 : strcmp(x->key, y->key);
+}
+
+/* print_row - one qshape line */
+static void print_row(const struct shape_row *r, const char *key)
+{
+	printf("%30s %6lu", key, r->total);
+	for (size_t b = 0; b < NBUCKETS; b++)
+		printf(" %5lu", r->count[b]);
+	putchar('\n');
+}
+
+/* cmd_stats - queue shape by age, like qshape */
+static int cmd_stats(struct ternq *q)
+{
+	struct shape s = {.q = q};
+
+	if (store_foreach(q->store, shape_one, &s) < 0) {
+		fprintf(stderr, "ternq: cannot read the queue\n");
+		return EXIT_USAGE;
+	}
+	qsort(s.rows, s.n, sizeof(*s.rows), by_total);
+	if (q->json) {
+		json_t *o = json_object(), *rows = json_array(), *labels = json_array();
+
+		for (size_t b = 0; b < NBUCKETS - 1; b++)
+			json_array_append_new(labels, json_integer(buckets[b]));
+		json_object_set_new(o, "by", json_string(q->by));
+		json_object_set_new(o, "bucket_minutes", labels);
+		json_object_set_new(o, "total", json_integer((json_int_t)s.all.total));
+		for (size_t i = 0; i < s.n; i++) {
+			json_t *row = json_object(), *c = json_array();
+
+			for (size_t b = 0; b < NBUCKETS; b++)
+				json_array_append_new(c, json_integer((json_int_t)s.rows[i].count[b]));
+			json_object_set_new(row, "key", json_string(s.rows[i].key));
+			json_object_set_new(row, "total", json_integer((json_int_t)s.rows[i].total));
+			json_object_set_new(row, "counts", c);
+			json_array_append_new(rows, row);
+		}
+		json_object_set_new(o, "rows", rows);
+		print_json(o);
+	} else {
+		printf("%30s %6s", "", "T");
+		for (size_t b = 0; b < NBUCKETS - 1; b++)
+			printf(" %5u", buckets[b]);
+		printf(" %5s\n", "1280+");
+		print_row(&s.all, "TOTAL");
+		for (size_t i = 0; i < s.n; i++)
+			print_row(&s.rows[i], s.rows[i].key);
+	}
+	for (size_t i = 0; i < s.n; i++)
+		free(s.rows[i].key);
+	free(s.rows);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"json", no_argument, NULL, 'j'},
+		{"state", required_argument, NULL, 's'},
+		{"peer", required_argument, NULL, 'p'},
+		{"older", required_argument, NULL, 'o'},
+		{"by", required_argument, NULL, 'b'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct ternq q = {0};
+	struct cli cli;
+	const char *cmd, *why;
+	int ch, rc;
+
+	log_init(argv[0], "ternq");
+	cli_init(&cli);
+	q.by = "domain";
+	while ((ch = getopt_long(argc, argv, "+" CLI_COMMON_OPTS "Vh", longopts, NULL)) != -1) {
+		if (cli_option(&cli, ch, optarg))
+			continue;
+		switch (ch) {
+		case 'j':
+			q.json = 1;
+			break;
+		case 's':
+			if (strcmp(optarg, "queued") && strcmp(optarg, "deferred") && strcmp(optarg, "hold"))
+				usage();
+			q.state = optarg;
+			break;
+		case 'p':
+			q.peer = optarg;
+			break;
+		case 'o':
+			if (units_duration(optarg, &q.older_ms, &why) < 0) {
+				fprintf(stderr, "ternq: --older %s: %s\n", optarg, why);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'b':
+			if (strcmp(optarg, "domain") && strcmp(optarg, "peer"))
+				usage();
+			q.by = optarg;
+			break;
+		case 'V':
+			cli_version();
+			break;
+		default:
+			usage();
+		}
+	}
+	if (sodium_init() < 0)
+		return EXIT_USAGE;
+	q.conf = cli_load_conf(&cli);
+	q.now = now_us();
+	cmd = optind < argc ? argv[optind] : "list";
+	/* Options may also follow the command (and its arguments): parse the
+	 * rest as a fresh argument vector, with the command as its argv[0]. */
+	if (optind < argc) {
+		argv += optind;
+		argc -= optind;
+	} else {
+		argv += argc - 1;
+		argc = 1;
+	}
+	optind = 0;
+	while ((ch = getopt_long(argc, argv, "js:p:o:b:", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'j':
+			q.json = 1;
+			break;
+		case 's':
+			q.state = optarg;
+			break;
+		case 'p':
+			q.peer = optarg;
+			break;
+		case 'o':
+			if (units_duration(optarg, &q.older_ms, &why) < 0)
+				usage();
+			break;
+		case 'b':
+			q.by = optarg;
+			break;
+		default:
+			usage();
+		}
+	}
+	q.store = open_store(q.conf, 1);
+	if (strcmp(cmd, "list") == 0 && optind == argc)
+		rc = cmd_list(&q);
+	else if (strcmp(cmd, "show") == 0 && optind + 1 == argc)
+		rc = cmd_show(&q, argv[optind]);
+	else if (strcmp(cmd, "cat") == 0 && optind + 1 == argc)
+		rc = cmd_cat(&q, argv[optind]);
+	else if (strcmp(cmd, "stats") == 0 && optind == argc)
+		rc = cmd_stats(&q);
+	else if (!strcmp(cmd, "hold") || !strcmp(cmd, "release") || !strcmp(cmd, "delete")
+		 || !strcmp(cmd, "retry"))
+		rc = cmd_change(&q, cmd, argv + optind, argc - optind);
+	else
+		usage();
+	store_close(&q.store);
+	conf_free(&q.conf);
+	return rc;
+}

@@ -1,0 +1,76 @@
+# tests/lib/ternd.sh - start the built ternd for a test, on loopback.
+#
+#     . tests/lib/tap.sh; . tests/lib/ternd.sh
+#     ternd_setup DIR [tern.conf lines for [ternd]...]   # config, start, wait
+#     ternq_ list --json                                  # the built ternq
+#     ternd_restart / ternd_kill9 / ternd_stop
+#
+# Sets TERND_DIR, TERND_PORT (SMTP), TERND_LMTP (unix socket path),
+# TERND_CONF, TERND_PID, TERND_LOG. State, spool and run directories live
+# under DIR; the daemon drops privileges to the tern user.
+
+_ternd_bin=${top_builddir:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}/src/ternd/ternd
+_ternq_bin=${top_builddir:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}/src/ternq/ternq
+
+# ternd_setup - write a configuration under DIR and start ternd
+ternd_setup() {
+	TERND_DIR=$1
+	shift
+	mkdir -p "$TERND_DIR" && chmod 0755 "$TERND_DIR" || return 1
+	ensure_tern_user || return 1
+	TERND_PORT=$(free_port)
+	TERND_LMTP=$TERND_DIR/run/lmtp.sock
+	TERND_CONF=$TERND_DIR/tern.conf
+	TERND_LOG=$TERND_DIR/ternd.log
+	{
+		printf '%s\n' "[global]" "hostname = ternd.test" "state_dir = $TERND_DIR/state" \
+			"spool_dir = $TERND_DIR/spool" "run_dir = $TERND_DIR/run" "[ternd]" \
+			"lmtp_listen = unix:$TERND_LMTP" "smtp_listen = inet:127.0.0.1:$TERND_PORT"
+		printf '%s\n' "$@"
+		printf '%s\n' "[peer relay]" "[routes]" "* = relay"
+	} >"$TERND_CONF"
+	ternd_start
+}
+
+# ternd_start - start ternd with the current configuration, wait for it
+ternd_start() {
+	"$_ternd_bin" -f -c "$TERND_CONF" >>"$TERND_LOG" 2>&1 &
+	TERND_PID=$!
+	tap_bg_register "$TERND_PID"
+	if ! wait_for_port "$TERND_PORT" 10; then
+		echo "# ternd did not start:" >&2
+		sed 's/^/# /' "$TERND_LOG" >&2
+		return 1
+	fi
+}
+
+# ternd_stop - SIGTERM and wait; returns ternd's exit status
+ternd_stop() {
+	local rc=0
+	kill -TERM "$TERND_PID" 2>/dev/null
+	wait "$TERND_PID" || rc=$?
+	return $rc
+}
+
+# ternd_kill9 - kill -9, as a crash would
+ternd_kill9() {
+	kill -KILL "$TERND_PID" 2>/dev/null
+	wait "$TERND_PID" 2>/dev/null
+	return 0
+}
+
+# ternd_restart - stop (cleanly) and start again
+ternd_restart() {
+	ternd_stop
+	ternd_start
+}
+
+# ternq_ - the built ternq with the test configuration
+ternq_() {
+	"$_ternq_bin" -c "$TERND_CONF" "$@"
+}
+
+# ternd_sanitizer_clean - no sanitizer report in the log
+ternd_sanitizer_clean() {
+	! grep -q 'Sanitizer\|runtime error:' "$TERND_LOG"
+}
