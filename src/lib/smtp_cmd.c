@@ -430,11 +430,12 @@ static int set_envid(struct smtp_cmd *cmd, const char *v, size_t n)
 /* set_notify - NOTIFY=NEVER, or a list of SUCCESS, FAILURE, DELAY */
 static int set_notify(struct smtp_cmd *cmd, const char *v, size_t n)
 {
-	const char *end = v + n;
+	const char *end;
 	unsigned bits = 0;
 
 	if (!v || n == 0)
 		return -1;
+	end = v + n;
 	while (v <= end) {
 		const char *comma = memchr(v, ',', (size_t)(end - v));
 		size_t len = (size_t)((comma ? comma : end) - v);

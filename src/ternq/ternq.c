@@ -108,7 +108,7 @@ static void trace_hex(const struct q_msg *m, char out[TRACE_ID_HEX + 1])
 /* msg_json - the JSON object of one message (members only ever grow) */
 static json_t *msg_json(const struct q_msg *m, const struct q_rcpt *r, size_t n)
 {
-	char tid[TRACE_ID_HEX + 1];
+	char tid[TRACE_ID_HEX + 1], spool[64];
 	json_t *o = json_object(), *rs = json_array();
 
 	trace_hex(m, tid);
@@ -121,6 +121,11 @@ static json_t *msg_json(const struct q_msg *m, const struct q_rcpt *r, size_t n)
 	json_object_set_new(o, "client", json_string(m->client));
 	json_object_set_new(o, "helo", json_string(m->helo));
 	json_object_set_new(o, "protocol", json_string(m->flags & QMSG_LMTP ? "LMTP" : "ESMTP"));
+	if (m->flags & QMSG_OWNFILE)
+		snprintf(spool, sizeof(spool), "own/%s", m->qid);
+	else
+		snprintf(spool, sizeof(spool), "seg/%016llx", (unsigned long long)m->seg_id);
+	json_object_set_new(o, "spool_file", json_string(spool));
 	for (size_t i = 0; i < n; i++) {
 		json_t *x = json_object();
 

@@ -1,0 +1,108 @@
+/*
+ * faultfs - an LD_PRELOAD shim that makes storage fail on demand, for the
+ * durability tests: ENOSPC or EIO from write, writev, pwrite, pwritev,
+ * fsync and fdatasync on files under $FAULTFS_DIR.
+ *
+ * The fault in force is read from the file $FAULTFS_CONTROL at every call:
+ * one line "CALL=ERRNO" (e.g. "fdatasync=EIO", "write=ENOSPC", "any=EIO"),
+ * or empty for none. Tests flip it while the daemon runs.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+/* fault - the errno to fail call on fd with, or 0 */
+static int fault(const char *call, int fd)
+{
+	const char *ctl = getenv("FAULTFS_CONTROL"), *dir = getenv("FAULTFS_DIR");
+	char spec[64] = "", link[64], path[4096];
+	ssize_t n;
+	int cfd, saved = errno;
+
+	if (ctl == NULL || dir == NULL || (cfd = open(ctl, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	n = read(cfd, spec, sizeof(spec) - 1);
+	close(cfd);
+	errno = saved;
+	if (n <= 0)
+		return 0;
+	spec[n] = '\0';
+	spec[strcspn(spec, "\n")] = '\0';
+	char *eq = strchr(spec, '=');
+
+	if (eq == NULL)
+		return 0;
+	*eq = '\0';
+	if (strcmp(spec, call) != 0 && strcmp(spec, "any") != 0)
+		return 0;
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	if ((n = readlink(link, path, sizeof(path) - 1)) <= 0)
+		return 0;
+	path[n] = '\0';
+	errno = saved;
+	if (strncmp(path, dir, strlen(dir)) != 0)
+		return 0;
+	return strcmp(eq + 1, "ENOSPC") == 0 ? ENOSPC : EIO;
+}
+
+#define REAL(name) static __typeof__(name) *real; if (!real) real = (__typeof__(name) *)dlsym(RTLD_NEXT, #name)
+
+ssize_t write(int fd, const void *buf, size_t n)
+{
+	int e;
+	REAL(write);
+	if ((e = fault("write", fd)) != 0)
+		return errno = e, -1;
+	return real(fd, buf, n);
+}
+
+ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+	int e;
+	REAL(writev);
+	if ((e = fault("write", fd)) != 0)
+		return errno = e, -1;
+	return real(fd, iov, cnt);
+}
+
+ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+	int e;
+	REAL(pwrite);
+	if ((e = fault("write", fd)) != 0)
+		return errno = e, -1;
+	return real(fd, buf, n, off);
+}
+
+ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+	int e;
+	REAL(pwritev);
+	if ((e = fault("write", fd)) != 0)
+		return errno = e, -1;
+	return real(fd, iov, cnt, off);
+}
+
+int fdatasync(int fd)
+{
+	int e;
+	REAL(fdatasync);
+	if ((e = fault("fdatasync", fd)) != 0)
+		return errno = e, -1;
+	return real(fd);
+}
+
+int fsync(int fd)
+{
+	int e;
+	REAL(fsync);
+	if ((e = fault("fsync", fd)) != 0)
+		return errno = e, -1;
+	return real(fd);
+}
