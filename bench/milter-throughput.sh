@@ -170,11 +170,9 @@ send_and_drain() {
 	src_running=
 	t_ingest=$(now_us)
 	deadline=$((t_ingest + RUN_TIMEOUT * 1000000))
-	# Poll only the cheap sink counter; look at the queue once it is reached.
-	while :; do
-		if [ "$(sink_count)" -ge "$target" ] && drained "$target"; then
-			break
-		fi
+	# drained polls the cheap sink counter; it scans the queue only once
+	# that is reached.
+	while ! drained "$target"; do
 		if [ "$(now_us)" -ge "$deadline" ]; then
 			t_done=
 			return 1

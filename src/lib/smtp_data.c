@@ -18,12 +18,17 @@
  *   CR LF ends DATA. Normalize changes output and errors, never where
  *   the content ends.
  * - BDAT: smtp_data_finish() appends CR LF to a last line without one,
- *   so that every spooled body is canonical (RFC 3030 asks for canonical
- *   content anyway). The appended octets count in the size limit.
+ *   so that every spooled body is canonical (an RFC 5322 message is
+ *   lines that end in CR LF). The appended octets count in the size
+ *   limit. In DATA mode smtp_data_finish() does nothing.
  * - Errors: only the first is kept, so smtp_data_errors() has at most
- *   one bit. Size, 8bit and dotlines go on being counted after it.
- * - Misuse: outcap < 2 fails with -1 and EINVAL; push after the end (or
- *   after finish) returns 1 and consumes nothing.
+ *   one bit. Output stops at the octet that passes a limit (a CR LF is
+ *   written whole or not at all), so it never depends on how the input
+ *   was cut. Size (a bare CR or LF counting as CR LF), 8bit and dotlines
+ *   go on being counted after an error.
+ * - Misuse: outcap < 2 fails with -1 and EINVAL (finish: 0 and EINVAL,
+ *   nothing done); push after the end (or after finish) returns 1 and
+ *   consumes nothing.
  */
 #include "config.h"
 
@@ -237,6 +242,10 @@ int smtp_data_push(struct smtp_data *sd, const char *in, size_t inlen, size_t *c
 					n = (size_t)(cr - p);
 				text(sd, p, n, out, &o);
 				i += n;
+				/* Most runs end in CR LF: take it at once. */
+				if (inlen - i >= 2 && in[i] == '\r' && in[i + 1] == '\n'
+				    && end_line(sd, 0, out, outcap, &o))
+					i += 2;
 			}
 			break;
 		case S_END:

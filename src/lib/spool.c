@@ -227,7 +227,9 @@ int spool_seg_truncate(struct spool *sp, uint64_t id, uint64_t length)
 	seg_name(id, name);
 	if ((fd = openat(sp->segdir, name, O_WRONLY | O_CLOEXEC)) < 0)
 		return -1;
-	if (fstat(fd, &st) == 0 && (uint64_t)st.st_size > length)
+	if (fstat(fd, &st) < 0)
+		rc = -1;
+	else if ((uint64_t)st.st_size > length)
 		rc = ftruncate(fd, (off_t)length) < 0 || fdatasync(fd) < 0 ? -1 : 1;
 	else if ((uint64_t)st.st_size < length) {
 		errno = EIO;	/* committed data missing: report, never pad */

@@ -550,7 +550,8 @@ int store_foreach_due(struct store *st, uint64_t until_us, store_due_fn fn, void
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && !stop;
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		const unsigned char *key = k.mv_data;
-		char qid[QID_LEN + 1], peer[256];
+		/* any peer store_put_rcpt could have written fits */
+		char qid[QID_LEN + 1], peer[STORE_RECORD_MAX];
 		uint64_t next;
 
 		if (k.mv_size != SCHED_KEY_LEN || v.mv_size >= sizeof(peer))

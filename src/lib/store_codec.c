@@ -60,7 +60,7 @@ static void put_str(struct wbuf *w, const char *s)
 		return;
 	}
 	put_uint(w, n, 2);
-	put(w, s, n);
+	put(w, s ? s : "", n);	/* never memcpy from NULL, even 0 octets */
 }
 
 /* get - take n octets into dst */

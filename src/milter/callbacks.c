@@ -182,8 +182,13 @@ static sfsistat tm_negotiate(SMFICTX *ctx, unsigned long f0, unsigned long f1,
 {
 	struct session *s = session_of(ctx);
 	unsigned long want_actions = SMFIF_ADDHDRS | SMFIF_CHGHDRS | SMFIF_SETSYMLIST;
-	unsigned long steps = SMFIP_NOHELO | SMFIP_NOBODY | SMFIP_NOUNKNOWN | SMFIP_NODATA
-		| SMFIP_NOEOH;
+	/*
+	 * DATA is not skipped on purpose: Postfix sends the DATA-stage macros
+	 * either way, and alone they get no reply, so our delayed ACK holds
+	 * cleanup's next packet behind Nagle for 40 ms per message (measured,
+	 * bench/RESULTS.md). Answering DATA costs a round trip instead.
+	 */
+	unsigned long steps = SMFIP_NOHELO | SMFIP_NOBODY | SMFIP_NOUNKNOWN | SMFIP_NOEOH;
 	enum conf_action rcpt_action;
 
 	if (s == NULL)
@@ -302,6 +307,13 @@ static sfsistat tm_envrcpt(SMFICTX *ctx, char **argv)
 		s->nrcpt++;
 		return reply_nr(s->nr.rcpt);
 	}
+}
+
+/* tm_data - DATA: nothing to check; answered so the MTA's packets flow */
+static sfsistat tm_data(SMFICTX *ctx)
+{
+	(void)ctx;
+	return SMFIS_CONTINUE;
 }
 
 /* tm_header - feed one header field to the inspection */
@@ -542,6 +554,7 @@ struct smfiDesc milter_desc = {
 	.xxfi_connect = tm_connect,
 	.xxfi_envfrom = tm_envfrom,
 	.xxfi_envrcpt = tm_envrcpt,
+	.xxfi_data = tm_data,
 	.xxfi_header = tm_header,
 	.xxfi_eom = tm_eom,
 	.xxfi_abort = tm_abort,

@@ -17,6 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -153,6 +156,31 @@ static int wait_for_sessions(long long timeout_ms)
 	return left;
 }
 
+/*
+ * nodelay_listeners - TCP_NODELAY on libmilter's listening socket (Linux
+ * passes it on to accepted connections). libmilter writes a reply and
+ * header changes as separate small packets; with Nagle's algorithm each
+ * waits for the MTA's delayed ACK, about 40 ms per message (measured:
+ * bench/RESULTS.md). libmilter does not expose the socket, so find it.
+ */
+static void nodelay_listeners(void)
+{
+	for (int fd = 3; fd < 256; fd++) {
+		int listening = 0, one = 1;
+		socklen_t len = sizeof(listening);
+		struct sockaddr_storage ss;
+		socklen_t sslen = sizeof(ss);
+
+		if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) < 0 || !listening)
+			continue;
+		if (getsockname(fd, (struct sockaddr *)&ss, &sslen) < 0
+		    || (ss.ss_family != AF_INET && ss.ss_family != AF_INET6))
+			continue;
+		if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
+			log_warning("cannot set TCP_NODELAY on the milter socket: %s", strerror(errno));
+	}
+}
+
 /* own_unix_socket - give a unix milter socket to the run-time user, mode 0660 */
 static void own_unix_socket(const char *listen, const char *user)
 {
@@ -236,6 +264,7 @@ int main(int argc, char **argv)
 	if (smfi_opensocket(1) == MI_FAILURE)
 		log_fatal("cannot listen on %s (in use? bad address? permissions?)", m->listen);
 	own_unix_socket(m->listen, conf->global.user);
+	nodelay_listeners();
 
 	if (!cli.foreground) {
 		if (privs_daemonize(err, sizeof(err)) < 0)

@@ -87,6 +87,8 @@ static int batch_write(struct store_txn *txn, void *arg)
 	if (b->appended) {
 		struct store_seg seg = {.id = b->seg_id};
 
+		if ((rc = store_put_meta(txn, "next_seg", b->seg_id)) != 0)
+			return rc;
 		if ((rc = store_txn_get_seg(txn, b->seg_id, &seg)) != 0 && rc != 1)
 			return rc;
 		seg.id = b->seg_id;
@@ -141,8 +143,19 @@ static size_t take_batch(struct job **jobs, size_t max)
 	size_t n = 0;
 
 	pthread_mutex_lock(&ternd.lock);
-	while (ternd.head == NULL && !ternd.stopping)
-		pthread_cond_wait(&ternd.work, &ternd.lock);
+	while (ternd.head == NULL && !ternd.stopping) {
+		struct timespec t;
+
+		clock_gettime(CLOCK_REALTIME, &t);
+		t.tv_sec += 60;
+		if (pthread_cond_timedwait(&ternd.work, &ternd.lock, &t) == ETIMEDOUT) {
+			/* Idle for a minute: free reader slots of dead ternq processes. */
+			int dead = store_reader_check(ternd.store);
+
+			if (dead)
+				log_info("cleared %d stale queue database reader%s", dead, dead == 1 ? "" : "s");
+		}
+	}
 	while (ternd.head && n < max) {
 		jobs[n++] = ternd.head;
 		ternd.head = ternd.head->next;
@@ -169,19 +182,7 @@ static void finish(struct job **jobs, size_t n, int result, const char *err)
 	pthread_mutex_unlock(&ternd.lock);
 }
 
-/* new_segment - close the current segment and start the next */
-static int new_segment(char *err, size_t errlen)
-{
-	uint64_t next = 0;
-
-	if (store_get_meta(ternd.store, "next_seg", &next) < 0) {
-		snprintf(err, errlen, "cannot read segment counter");
-		return -1;
-	}
-	next++;
-	spool_start_segment(ternd.spool, next);
-	return 0;
-}
+static uint64_t last_seg;		/* the highest segment number used */
 
 /* put_next_seg - record a new segment's number and its (empty) bookkeeping */
 static int put_next_seg(struct store_txn *txn, void *arg)
@@ -194,14 +195,17 @@ static int put_next_seg(struct store_txn *txn, void *arg)
 	return store_put_seg(txn, seg);
 }
 
-/* segment_rotate - start a fresh segment, recorded before anything goes in */
+/*
+ * segment_rotate - start a fresh segment. Its number is used even if
+ * recording it fails (the next batch records it again): a number is never
+ * handed out twice, so a new segment file never meets an old one.
+ */
 static int segment_rotate(char *err, size_t errlen)
 {
 	struct store_seg seg = {0};
 
-	if (new_segment(err, errlen) < 0)
-		return -1;
-	seg.id = spool_segment_id(ternd.spool);
+	seg.id = ++last_seg;
+	spool_start_segment(ternd.spool, seg.id);
 	return store_write(ternd.store, put_next_seg, &seg, err, errlen);
 }
 
@@ -274,6 +278,8 @@ void commit_start(void)
 
 	ternd.head = NULL;
 	ternd.tail = &ternd.head;
+	if (store_get_meta(ternd.store, "next_seg", &last_seg) < 0)
+		log_fatal("cannot read the segment counter");
 	if (segment_rotate(err, sizeof(err)) < 0)
 		log_fatal("cannot start a spool segment: %s", err);
 	if (pthread_create(&commit_thread, NULL, commit_main, NULL) != 0)

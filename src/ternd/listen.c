@@ -188,6 +188,9 @@ static void *accept_loop(void *arg)
 			ternd.sessions++;
 		pthread_mutex_unlock(&ternd.lock);
 		if (busy) {
+			log_warning("%s: refused connection from %s: max_inbound_sessions (%lld) reached",
+				    l->name, l->unix_socket ? "local" : addr,
+				    ternd.conf->ternd.max_inbound_sessions);
 			snprintf(msg, sizeof(msg), "421 4.3.2 %s Error: too many sessions, try again later",
 				 ternd.hostname);
 			refuse(fd, msg);

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,8 +41,10 @@ struct ternd ternd = {
 static struct conf *retired[64];
 static int nretired;
 
-/* own_dir - create dir for the tern user, or check that it owns it */
-static void own_dir(const char *dir, uid_t uid, gid_t gid, mode_t mode)
+/* own_dir - create dir for the tern user, or check that it owns it; a
+ * root-owned one is taken over when take_root is set (RUN_DIR made by a
+ * service manager) */
+static void own_dir(const char *dir, uid_t uid, gid_t gid, mode_t mode, int take_root)
 {
 	struct stat st;
 
@@ -54,24 +57,44 @@ static void own_dir(const char *dir, uid_t uid, gid_t gid, mode_t mode)
 		log_fatal("%s: cannot create: %s", dir, strerror(errno));
 	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
 		log_fatal("%s: not a directory", dir);
+	if (st.st_uid == 0 && take_root && geteuid() == 0 && uid != 0) {
+		if (chown(dir, uid, gid) < 0 || chmod(dir, mode) < 0)
+			log_fatal("%s: cannot give it to the tern user: %s", dir, strerror(errno));
+		return;
+	}
 	if (st.st_uid != uid)
 		log_fatal("%s is owned by uid %u, not by the tern user (uid %u): refusing to use it",
 			  dir, (unsigned)st.st_uid, (unsigned)uid);
 }
 
-/* write_pid - RUN_DIR/ternd.pid */
-static void write_pid(void)
+static int pid_fd = -1;
+
+/* lock_pid_file - one ternd per run directory: lock RUN_DIR/ternd.pid */
+static void lock_pid_file(void)
 {
-	char path[512];
-	FILE *fp;
+	char path[512], pid[32] = "";
+	ssize_t n;
 
 	snprintf(path, sizeof(path), "%s/ternd.pid", ternd.conf->global.run_dir);
-	if ((fp = fopen(path, "w")) == NULL) {
-		log_warning("%s: %s", path, strerror(errno));
-		return;
+	if ((pid_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0)
+		log_fatal("%s: %s", path, strerror(errno));
+	if (flock(pid_fd, LOCK_EX | LOCK_NB) < 0) {
+		n = read(pid_fd, pid, sizeof(pid) - 1);
+		pid[n > 0 ? n : 0] = '\0';
+		pid[strcspn(pid, "\n")] = '\0';
+		log_fatal_status(1, "another ternd is running (pid %s, %s is locked)",
+				 pid[0] ? pid : "unknown", path);
 	}
-	fprintf(fp, "%ld\n", (long)getpid());
-	fclose(fp);
+}
+
+/* write_pid - our pid into the locked pid file (after detaching) */
+static void write_pid(void)
+{
+	char buf[32];
+	int n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+
+	if (ftruncate(pid_fd, 0) < 0 || pwrite(pid_fd, buf, (size_t)n, 0) != n)
+		log_warning("cannot write the pid file: %s", strerror(errno));
 }
 
 /* reload - SIGHUP: new routes and limits; listeners need a restart */
@@ -172,9 +195,10 @@ int main(int argc, char **argv)
 		uid = geteuid();
 		gid = getegid();
 	}
-	own_dir(g->state_dir, uid, gid, 0750);
-	own_dir(g->spool_dir, uid, gid, 0750);
-	own_dir(g->run_dir, uid, gid, 0750);
+	own_dir(g->state_dir, uid, gid, 0750, 0);
+	own_dir(g->spool_dir, uid, gid, 0750, 0);
+	own_dir(g->run_dir, uid, gid, 0750, 1);
+	lock_pid_file();
 	listen_setup();
 	control_setup();
 	if (!cli.foreground) {
@@ -206,6 +230,7 @@ int main(int argc, char **argv)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGUSR1);	/* reloads too, as for tern-milter */
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	commit_start();
@@ -217,7 +242,7 @@ int main(int argc, char **argv)
 	for (;;) {
 		if (sigwait(&set, &sig) != 0)
 			continue;
-		if (sig == SIGHUP) {
+		if (sig == SIGHUP || sig == SIGUSR1) {
 			reload(cli.conf_path);
 			continue;
 		}

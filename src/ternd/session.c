@@ -304,7 +304,10 @@ static void do_helo(struct session *s, const struct smtp_cmd *cmd)
 	}
 	reply(s, "250-%s", ternd.hostname);
 	reply(s, "250-PIPELINING");
-	reply(s, "250-SIZE %llu", t->message_size_limit);
+	if (t->message_size_limit)
+		reply(s, "250-SIZE %llu", t->message_size_limit);
+	else
+		reply(s, "250-SIZE");
 	reply(s, "250-8BITMIME");
 	reply(s, "250-SMTPUTF8");
 	reply(s, "250-ENHANCEDSTATUSCODES");
@@ -326,11 +329,17 @@ static void do_mail(struct session *s, const struct smtp_cmd *cmd)
 		error_reply(s, "503 5.5.1 Error: nested MAIL command");
 		return;
 	}
-	if (cmd->size > t->message_size_limit) {
+	if (cmd->body == BODY_BINARYMIME) {
+		error_reply(s, "555 5.5.4 Error: BODY=BINARYMIME is not offered");
+		return;
+	}
+	if (t->message_size_limit && cmd->size > t->message_size_limit) {
 		error_reply(s, "552 5.3.4 Error: message size exceeds fixed limit");
 		return;
 	}
 	if (!storage_ok()) {
+		log_warning("NOQUEUE: reject: MAIL from %s: 452 4.3.1 insufficient system storage "
+			    "(queue_minfree or max_queue_messages)", s->client);
 		reply(s, "452 4.3.1 Error: insufficient system storage");
 		return;
 	}
@@ -425,6 +434,26 @@ static void content_start(struct session *s)
 	s->body_len = s->peek_len = 0;
 }
 
+/* own_write - append octets to the message's own spool file */
+static int own_write(struct session *s, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(s->own_fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (w == 0)
+				errno = EIO;
+			return -1;
+		}
+		p += w;
+		n -= (size_t)w;
+		s->own_len += (size_t)w;
+	}
+	return 0;
+}
+
 /* spill - move the content to a file of its own (large message) */
 static int spill(struct session *s)
 {
@@ -432,24 +461,18 @@ static int spill(struct session *s)
 		if ((s->own_fd = spool_own_create(ternd.spool, s->msg.qid)) < 0)
 			return -1;
 		s->msg.flags |= QMSG_OWNFILE;
-		if (write(s->own_fd, s->received, s->received_len) != (ssize_t)s->received_len)
+		if (own_write(s, s->received, s->received_len) < 0)
 			return -1;
+		s->own_len = 0;	/* counts content only */
 	}
-	for (size_t done = 0; done < s->body_len;) {
-		ssize_t n = write(s->own_fd, s->body + done, s->body_len - done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		done += (size_t)n;
-	}
-	s->own_len += s->body_len;
+	if (own_write(s, s->body, s->body_len) < 0)
+		return -1;
 	s->body_len = 0;
 	return 0;
 }
 
-/* content_add - take canonical octets from the reader */
+/* content_add - take canonical octets from the reader: in memory up to
+ * large_message_threshold, then in a file of the message's own */
 static void content_add(struct session *s, const char *p, size_t n)
 {
 	size_t limit = (size_t)ternd.conf->ternd.large_message_threshold;
@@ -463,29 +486,30 @@ static void content_add(struct session *s, const char *p, size_t n)
 	}
 	if (s->own_failed)
 		return;
-	if (s->body_len + n > s->body_cap) {
+	if (s->own_fd < 0 && s->body_len + n > s->body_cap && s->body_cap < limit) {
 		size_t want = s->body_cap ? s->body_cap : 65536;
 
 		while (want < s->body_len + n && want < limit)
 			want *= 2;
 		if (want > limit)
 			want = limit;
-		if (want > s->body_cap) {
-			s->body = xreallocarray(s->body, want, 1);
-			s->body_cap = want;
-		}
+		s->body = xreallocarray(s->body, want, 1);
+		s->body_cap = want;
 	}
-	if (s->body_len + n > s->body_cap && spill(s) < 0) {
+	if (s->body_len + n <= s->body_cap) {
+		memcpy(s->body + s->body_len, p, n);
+		s->body_len += n;
+		return;
+	}
+	if (spill(s) < 0 || (n > s->body_cap ? own_write(s, p, n) : 0) < 0) {
 		log_error("%s: cannot write spool file: %s", s->msg.qid, strerror(errno));
 		s->own_failed = 1;
 		return;
 	}
-	if (n > s->body_cap) {	/* cannot happen: n <= CHUNK_OUT < limit */
-		s->own_failed = 1;
-		return;
+	if (n <= s->body_cap) {
+		memcpy(s->body, p, n);
+		s->body_len = n;
 	}
-	memcpy(s->body + s->body_len, p, n);
-	s->body_len += n;
 }
 
 /* feed - push input through the reader; 1 when DATA content ended */
@@ -560,7 +584,7 @@ static void content_end(struct session *s)
 		txn_reset(s);
 		return;
 	}
-	s->msg.size = s->received_len + s->own_len + s->body_len;
+	s->msg.size = s->received_len + s->own_len + s->body_len;	/* own_len: content spilled */
 	if (smtp_data_dotlines(s->reader))
 		s->msg.flags |= QMSG_DOTLINES;
 	if (smtp_data_8bit(s->reader))

@@ -304,7 +304,10 @@ static int control_connect(const struct conf *conf)
 	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
 		return -1;
 	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		int e = errno;
+
 		close(fd);
+		errno = e;
 		return -1;
 	}
 	return fd;
@@ -415,6 +418,11 @@ static int cmd_change(struct ternq *q, const char *verb, char **ids, int nids)
 	if (nids == 0)
 		usage();
 	c.fd = control_connect(q->conf);
+	if (c.fd < 0 && errno != ENOENT && errno != ECONNREFUSED) {
+		/* ternd may be running: never write behind its back. */
+		fprintf(stderr, "ternq: cannot reach ternd's control socket: %s\n", strerror(errno));
+		return EXIT_USAGE;
+	}
 	if (c.fd < 0) {
 		/* ternd is not running: change the queue ourselves. */
 		store_close(&q->store);
@@ -660,6 +668,9 @@ int main(int argc, char **argv)
 			usage();
 		}
 	}
+	if ((q.state && strcmp(q.state, "queued") && strcmp(q.state, "deferred") && strcmp(q.state, "hold"))
+	    || (strcmp(q.by, "domain") && strcmp(q.by, "peer")))
+		usage();
 	q.store = open_store(q.conf, 1);
 	if (strcmp(cmd, "list") == 0 && optind == argc)
 		rc = cmd_list(&q);

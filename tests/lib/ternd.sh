@@ -34,14 +34,25 @@ ternd_setup() {
 
 # ternd_start - start ternd with the current configuration, wait for it
 ternd_start() {
+	local starts
+	starts=$(grep -c ": started: " "$TERND_LOG" 2>/dev/null)
+	starts=${starts:-0}
 	"$_ternd_bin" -f -c "$TERND_CONF" >>"$TERND_LOG" 2>&1 &
 	TERND_PID=$!
 	tap_bg_register "$TERND_PID"
-	if ! wait_for_port "$TERND_PORT" 10; then
+	# The port accepts as soon as it is bound; ternd is ready when it says so.
+	if ! wait_until 10 _ternd_started "$starts"; then
 		echo "# ternd did not start:" >&2
 		sed 's/^/# /' "$TERND_LOG" >&2
 		return 1
 	fi
+}
+
+# _ternd_started N - the log has more than N "started:" lines
+_ternd_started() {
+	local n
+	n=$(grep -c ": started: " "$TERND_LOG" 2>/dev/null)
+	[ "${n:-0}" -gt "$1" ]
 }
 
 # ternd_stop - SIGTERM and wait; returns ternd's exit status

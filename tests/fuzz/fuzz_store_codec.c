@@ -1,0 +1,66 @@
+/*
+ * fuzz_store_codec - libFuzzer target: queue records from a hostile
+ * database. Arbitrary bytes are decoded as a message and as a recipient;
+ * whatever decodes must encode back to exactly the same bytes, and not
+ * fit in one octet less.
+ */
+#include "config.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_codec.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* reencode - the decoded record's encoding must be the input, exactly */
+static void reencode(size_t (*enc)(const void *, unsigned char *, size_t), const void *rec,
+		     const uint8_t *data, size_t size)
+{
+	unsigned char *buf = malloc(size + 1);
+
+	if (buf == NULL)
+		abort();
+	if (enc(rec, buf, size + 1) != size || memcmp(buf, data, size) != 0)
+		__builtin_trap();
+	if (size > 0 && enc(rec, buf, size - 1) != 0)
+		__builtin_trap();
+	free(buf);
+}
+
+/* enc_msg, enc_rcpt - the encoders with one signature */
+static size_t enc_msg(const void *m, unsigned char *buf, size_t cap)
+{
+	return q_msg_encode(m, buf, cap);
+}
+
+static size_t enc_rcpt(const void *r, unsigned char *buf, size_t cap)
+{
+	return q_rcpt_encode(r, buf, cap);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct q_msg m;
+	struct q_rcpt r;
+
+	if (q_msg_decode(data, size, &m) == 0) {
+		if (strlen(m.qid) != QID_LEN || !m.sender || !m.envid || !m.helo || !m.client)
+			__builtin_trap();
+		reencode(enc_msg, &m, data, size);
+		q_msg_clear(&m);
+	} else if (m.sender || m.envid || m.helo || m.client) {
+		__builtin_trap();	/* a failed decode leaves nothing allocated */
+	}
+	if (q_rcpt_decode(data, size, &r) == 0) {
+		if (r.state > RCPT_BOUNCED || !r.addr || !r.orcpt || !r.peer || !r.reply)
+			__builtin_trap();
+		reencode(enc_rcpt, &r, data, size);
+		q_rcpt_clear(&r);
+	} else if (r.addr || r.orcpt || r.peer || r.reply) {
+		__builtin_trap();
+	}
+	return 0;
+}

@@ -1,0 +1,577 @@
+/*
+ * check_spool - spool files: directories, appends of many vectors at
+ * the right offsets (also through short and interrupted writes),
+ * segment rotation, truncation back to the committed length (never
+ * padding), own files, opening bodies, directory walks.
+ * Each test has its own spool in a mkdtemp() directory.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "spool.h"
+#include "tmpdir.h"
+#include "unit.h"
+
+static char dir[4096], sdir[4200];
+static struct spool *sp;
+
+/*
+ * pwritev - short and interrupted writes on demand. spool.o is linked
+ * from a static library, so this definition takes the C library's place.
+ */
+static struct {
+	int eintr;			/* fail this many calls with EINTR first */
+	int zero;			/* then return 0: no progress */
+	int shorten;			/* write 1 + calls % shorten octets per call */
+	int calls, max_iovcnt;
+} pw;
+
+ssize_t pwritev(int fd, const struct iovec *iov, int iovcnt, off_t offset)
+{
+	size_t left, done = 0;
+
+	pw.calls++;
+	if (iovcnt > pw.max_iovcnt)
+		pw.max_iovcnt = iovcnt;
+	if (pw.eintr > 0) {
+		pw.eintr--;
+		errno = EINTR;
+		return -1;
+	}
+	if (pw.zero)
+		return 0;
+	if (pw.shorten == 0)
+		return syscall(SYS_pwritev, fd, iov, iovcnt, (long)offset, 0L);
+	/* the first few octets of the vector: often ends inside an iovec */
+	left = 1 + (size_t)(pw.calls % pw.shorten);
+	for (int i = 0; i < iovcnt && left > 0; i++) {
+		size_t n = iov[i].iov_len < left ? iov[i].iov_len : left;
+		ssize_t w = pwrite(fd, iov[i].iov_base, n, offset + (off_t)done);
+
+		if (w < 0)
+			return done ? (ssize_t)done : -1;
+		done += (size_t)w;
+		left -= (size_t)w;
+	}
+	return (ssize_t)done;
+}
+
+/* fstat - fails with fstat_errno when that is set, else the real thing */
+static int fstat_errno;
+
+int fstat(int fd, struct stat *sb)
+{
+	if (fstat_errno) {
+		errno = fstat_errno;
+		return -1;
+	}
+	return fstatat(fd, "", sb, AT_EMPTY_PATH);
+}
+
+/* setup - a fresh spool in a private directory */
+static void setup(void)
+{
+	char err[512] = "";
+
+	memset(&pw, 0, sizeof(pw));
+	fstat_errno = 0;
+	tmpdir_make(dir, sizeof(dir));
+	snprintf(sdir, sizeof(sdir), "%s/spool", dir);
+	sp = spool_open(sdir, 1000, err, sizeof(err));
+	ck_assert_msg(sp != NULL, "spool_open: %s", err);
+}
+
+/* teardown - close the spool and remove its directory */
+static void teardown(void)
+{
+	spool_close(&sp);
+	ck_assert_ptr_null(sp);
+	tmpdir_remove(dir);
+}
+
+/* file_read - a whole spool file; its size in *len (-1: missing) */
+static unsigned char *file_read(const char *sub, const char *name, ssize_t *len)
+{
+	char path[4400];
+	unsigned char *buf;
+	struct stat sb;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s/%s", sdir, sub, name);
+	if ((fd = open(path, O_RDONLY)) < 0) {
+		*len = -1;
+		return NULL;
+	}
+	ck_assert_int_eq(fstat(fd, &sb), 0);
+	buf = malloc((size_t)sb.st_size + 1);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_eq(read(fd, buf, (size_t)sb.st_size), sb.st_size);
+	close(fd);
+	*len = sb.st_size;
+	return buf;
+}
+
+/* seg_size - the size of a segment file, -1 if missing */
+static off_t seg_size(const char *name)
+{
+	char path[4400];
+	struct stat sb;
+
+	snprintf(path, sizeof(path), "%s/seg/%s", sdir, name);
+	return stat(path, &sb) == 0 ? sb.st_size : -1;
+}
+
+/* append - spool_append of iov, asserting success and the place given */
+static void append(const struct iovec *iov, int n, uint64_t want_id, uint64_t want_off)
+{
+	uint64_t id = 99, off = 99;
+	size_t total = 0;
+
+	for (int i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	ck_assert_int_eq(spool_append(sp, iov, n, total, &id, &off), 0);
+	ck_assert_uint_eq(id, want_id);
+	ck_assert_uint_eq(off, want_off);
+	ck_assert_uint_eq(spool_segment_length(sp), want_off + total);
+}
+
+START_TEST(test_open)
+{
+	char err[512] = "", path[4400];
+	struct stat sb;
+	struct spool *again;
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/seg", sdir);
+	ck_assert_int_eq(stat(path, &sb), 0);
+	ck_assert(S_ISDIR(sb.st_mode));
+	snprintf(path, sizeof(path), "%s/own", sdir);
+	ck_assert_int_eq(stat(path, &sb), 0);
+	ck_assert(S_ISDIR(sb.st_mode));
+	/* an existing spool opens again */
+	again = spool_open(sdir, 1000, err, sizeof(err));
+	ck_assert_msg(again != NULL, "%s", err);
+	spool_close(&again);
+	ck_assert_ptr_null(again);
+	spool_close(&again);		/* closing NULL is harmless */
+	/* a file where a directory should be */
+	snprintf(path, sizeof(path), "%s/file", dir);
+	fp = fopen(path, "w");
+	ck_assert_ptr_nonnull(fp);
+	fclose(fp);
+	snprintf(path, sizeof(path), "%s/file/spool", dir);
+	ck_assert_ptr_null(spool_open(path, 1000, err, sizeof(err)));
+	ck_assert_msg(strstr(err, "cannot create") != NULL, "%s", err);
+	/* seg/ is a file */
+	snprintf(path, sizeof(path), "%s/sp2", dir);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/sp2/seg", dir);
+	fp = fopen(path, "w");
+	ck_assert_ptr_nonnull(fp);
+	fclose(fp);
+	snprintf(path, sizeof(path), "%s/sp2", dir);
+	ck_assert_ptr_null(spool_open(path, 1000, err, sizeof(err)));
+	ck_assert_msg(strstr(err, "/sp2/seg: cannot open") != NULL, "%s", err);
+}
+END_TEST
+
+START_TEST(test_append)
+{
+	struct iovec a[] = {{"hello ", 6}, {"", 0}, {"world\r\n", 7}};
+	struct iovec b[] = {{"second\r\n", 8}};
+	unsigned char *buf;
+	ssize_t len;
+
+	spool_start_segment(sp, 1);
+	ck_assert_uint_eq(spool_segment_id(sp), 1);
+	ck_assert_uint_eq(spool_segment_length(sp), 0);
+	append(a, 3, 1, 0);
+	append(b, 1, 1, 13);
+	ck_assert_int_eq(spool_sync(sp), 0);
+	ck_assert_int_eq(spool_sync(sp), 0);
+	buf = file_read("seg", "0000000000000001", &len);
+	ck_assert_int_eq(len, 21);
+	ck_assert_mem_eq(buf, "hello world\r\nsecond\r\n", 21);
+	free(buf);
+}
+END_TEST
+
+/* append_vectors - n vectors of varying lengths (some empty); checks the file */
+static void append_vectors(int n, uint64_t id)
+{
+	struct iovec *iov = calloc((size_t)n, sizeof(*iov));
+	unsigned char *data, *buf;
+	size_t total = 0, pos = 0;
+	char name[17];
+	ssize_t len;
+
+	ck_assert_ptr_nonnull(iov);
+	for (int i = 0; i < n; i++)
+		total += (size_t)(i * 7 % 13);
+	data = malloc(total + 1);
+	ck_assert_ptr_nonnull(data);
+	for (size_t i = 0; i < total; i++)
+		data[i] = (unsigned char)(i * 31 + i / 251);
+	for (int i = 0; i < n; i++) {
+		iov[i].iov_base = data + pos;
+		iov[i].iov_len = (size_t)(i * 7 % 13);
+		pos += iov[i].iov_len;
+	}
+	spool_start_segment(sp, id);
+	append((struct iovec[]){{"head", 4}}, 1, id, 0);
+	append(iov, n, id, 4);
+	append((struct iovec[]){{"tail", 4}}, 1, id, 4 + total);
+	snprintf(name, sizeof(name), "%016llx", (unsigned long long)id);
+	buf = file_read("seg", name, &len);
+	ck_assert_int_eq(len, (ssize_t)total + 8);
+	ck_assert_mem_eq(buf, "head", 4);
+	ck_assert_int_eq(memcmp(buf + 4, data, total), 0);
+	ck_assert_mem_eq(buf + 4 + total, "tail", 4);
+	free(buf);
+	free(data);
+	free(iov);
+}
+
+START_TEST(test_append_many)
+{
+	append_vectors(1023, 1);
+	append_vectors(1024, 2);
+	append_vectors(1025, 3);
+	append_vectors(3000, 4);
+	append_vectors(5000, 5);
+	ck_assert_int_eq(pw.max_iovcnt, 1024);	/* batches of IOV_MAX, never more */
+}
+END_TEST
+
+/* short writes: the vector is rebuilt from where each write stopped */
+START_TEST(test_append_short)
+{
+	pw.shorten = 11;
+	append_vectors(7, 1);
+	append_vectors(1500, 2);
+	ck_assert_int_gt(pw.calls, 1500);
+	ck_assert_int_le(pw.max_iovcnt, 1024);
+}
+END_TEST
+
+START_TEST(test_append_eintr)
+{
+	struct iovec a[] = {{"abc", 3}, {"defg", 4}};
+	unsigned char *buf;
+	ssize_t len;
+
+	spool_start_segment(sp, 1);
+	pw.eintr = 3;
+	append(a, 2, 1, 0);
+	ck_assert_int_eq(pw.calls, 4);
+	buf = file_read("seg", "0000000000000001", &len);
+	ck_assert_int_eq(len, 7);
+	ck_assert_mem_eq(buf, "abcdefg", 7);
+	free(buf);
+}
+END_TEST
+
+START_TEST(test_append_no_progress)
+{
+	struct iovec a[] = {{"abc", 3}};
+	uint64_t id, off;
+
+	spool_start_segment(sp, 1);
+	append(a, 1, 1, 0);
+	pw.zero = 1;
+	errno = 0;
+	ck_assert_int_eq(spool_append(sp, a, 1, 3, &id, &off), -1);
+	ck_assert_int_eq(errno, EIO);
+	ck_assert_uint_eq(spool_segment_length(sp), 3);	/* not counted */
+}
+END_TEST
+
+START_TEST(test_segments)
+{
+	struct iovec nine[] = {{"123456789", 9}}, one[] = {{"x", 1}};
+	uint64_t id, off;
+
+	spool_close(&sp);
+	sp = spool_open(sdir, 10, NULL, 0);
+	ck_assert_ptr_nonnull(sp);
+	spool_start_segment(sp, 7);
+	append(nine, 1, 7, 0);
+	ck_assert_int_eq(spool_segment_full(sp), 0);
+	append(one, 1, 7, 9);
+	ck_assert_int_eq(spool_segment_full(sp), 1);
+	spool_start_segment(sp, 8);
+	ck_assert_int_eq(spool_segment_full(sp), 0);
+	ck_assert_uint_eq(spool_segment_length(sp), 0);
+	append(one, 1, 8, 0);
+	ck_assert_int_eq(seg_size("0000000000000007"), 10);
+	ck_assert_int_eq(seg_size("0000000000000008"), 1);
+	/* a segment is never reopened for appending */
+	spool_start_segment(sp, 7);
+	errno = 0;
+	ck_assert_int_eq(spool_append(sp, one, 1, 1, &id, &off), -1);
+	ck_assert_int_eq(errno, EEXIST);
+	ck_assert_int_eq(seg_size("0000000000000007"), 10);
+	/* nor after it was abandoned */
+	spool_start_segment(sp, 9);
+	append(one, 1, 9, 0);
+	spool_abandon_segment(sp);
+	ck_assert_int_eq(spool_sync(sp), 0);	/* nothing left to sync */
+	errno = 0;
+	ck_assert_int_eq(spool_append(sp, one, 1, 1, &id, &off), -1);
+	ck_assert_int_eq(errno, EEXIST);
+	ck_assert_int_eq(seg_size("0000000000000009"), 1);
+	spool_start_segment(sp, 0xabcdef0123456789ULL);
+	append(one, 1, 0xabcdef0123456789ULL, 0);
+	ck_assert_int_eq(seg_size("abcdef0123456789"), 1);
+	ck_assert_int_eq(spool_sync(sp), 0);
+}
+END_TEST
+
+/* append_one - a segment of its own holding len octets */
+static void append_one(uint64_t id, size_t len)
+{
+	static const char data[] = "0123456789abcdef";
+	struct iovec iov = {(void *)data, len};
+
+	ck_assert_uint_le(len, sizeof(data) - 1);
+	spool_start_segment(sp, id);
+	append(&iov, 1, id, 0);
+	spool_abandon_segment(sp);
+}
+
+START_TEST(test_truncate)
+{
+	unsigned char data[100], *buf;
+	struct iovec iov[] = {{data, sizeof(data)}};
+	ssize_t len;
+
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (unsigned char)i;
+	spool_start_segment(sp, 3);
+	append(iov, 1, 3, 0);
+	ck_assert_int_eq(spool_sync(sp), 0);
+	spool_abandon_segment(sp);
+	/* garbage past the committed length is cut */
+	ck_assert_int_eq(spool_seg_truncate(sp, 3, 60), 1);
+	ck_assert_int_eq(seg_size("0000000000000003"), 60);
+	ck_assert_int_eq(spool_seg_truncate(sp, 3, 60), 0);	/* nothing to do */
+	ck_assert_int_eq(seg_size("0000000000000003"), 60);
+	/* committed data missing: reported, never padded */
+	errno = 0;
+	ck_assert_int_eq(spool_seg_truncate(sp, 3, 61), -1);
+	ck_assert_int_eq(errno, EIO);
+	errno = 0;
+	ck_assert_int_eq(spool_seg_truncate(sp, 3, 1ULL << 40), -1);
+	ck_assert_int_eq(errno, EIO);
+	ck_assert_int_eq(seg_size("0000000000000003"), 60);
+	buf = file_read("seg", "0000000000000003", &len);
+	ck_assert_int_eq(len, 60);
+	ck_assert_int_eq(memcmp(buf, data, 60), 0);
+	free(buf);
+	/* down to nothing */
+	ck_assert_int_eq(spool_seg_truncate(sp, 3, 0), 1);
+	ck_assert_int_eq(seg_size("0000000000000003"), 0);
+	/* a segment that cannot be examined: an error, never a guess */
+	append_one(4, 5);
+	fstat_errno = EOVERFLOW;
+	errno = 0;
+	ck_assert_int_eq(spool_seg_truncate(sp, 4, 5), -1);
+	ck_assert_int_eq(errno, EOVERFLOW);
+	ck_assert_int_eq(spool_seg_truncate(sp, 4, 2), -1);
+	ck_assert_int_eq(errno, EOVERFLOW);
+	fstat_errno = 0;
+	ck_assert_int_eq(seg_size("0000000000000004"), 5);
+	ck_assert_int_eq(spool_seg_remove(sp, 4), 0);
+	/* a missing segment */
+	errno = 0;
+	ck_assert_int_eq(spool_seg_truncate(sp, 4, 0), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	ck_assert_int_eq(seg_size("0000000000000004"), -1);
+}
+END_TEST
+
+START_TEST(test_own_files)
+{
+	struct q_msg m;
+	char got[16];
+	off_t off = 77;
+	int fd, fd2;
+
+	fd = spool_own_create(sp, "0000000000AAA");
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, "own body\r\n", 10), 10);
+	ck_assert_int_eq(fsync(fd), 0);
+	close(fd);
+	ck_assert_int_eq(spool_sync_owndir(sp), 0);
+	errno = 0;
+	ck_assert_int_eq(spool_own_create(sp, "0000000000AAA"), -1);	/* never overwritten */
+	ck_assert_int_eq(errno, EEXIST);
+
+	memset(&m, 0, sizeof(m));
+	memcpy(m.qid, "0000000000AAA", QID_LEN + 1);
+	m.flags = QMSG_OWNFILE | QMSG_8BIT;
+	m.seg_id = 1;			/* ignored for own files */
+	m.offset = 5;
+	fd2 = spool_open_body(sp, &m, &off);
+	ck_assert_int_ge(fd2, 0);
+	ck_assert_int_eq(off, 0);
+	ck_assert_int_eq(pread(fd2, got, sizeof(got), off), 10);
+	ck_assert_mem_eq(got, "own body\r\n", 10);
+	close(fd2);
+
+	ck_assert_int_eq(spool_own_remove(sp, "0000000000AAA"), 0);
+	ck_assert_int_eq(spool_own_remove(sp, "0000000000AAA"), 0);	/* gone: fine */
+	errno = 0;
+	ck_assert_int_eq(spool_open_body(sp, &m, &off), -1);
+	ck_assert_int_eq(errno, ENOENT);
+}
+END_TEST
+
+START_TEST(test_open_body)
+{
+	struct iovec a[] = {{"first body\r\n", 12}}, b[] = {{"second body\r\n", 13}};
+	struct q_msg m;
+	char got[32];
+	off_t off = -1;
+	int fd;
+
+	spool_start_segment(sp, 0x1f);
+	append(a, 1, 0x1f, 0);
+	append(b, 1, 0x1f, 12);
+	memset(&m, 0, sizeof(m));
+	memcpy(m.qid, "0000000000BBB", QID_LEN + 1);
+	m.seg_id = 0x1f;
+	m.offset = 12;
+	m.size = 13;
+	fd = spool_open_body(sp, &m, &off);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(off, 12);
+	ck_assert_int_eq(pread(fd, got, sizeof(got), off), 13);
+	ck_assert_mem_eq(got, "second body\r\n", 13);
+	ck_assert_int_eq(fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+	ck_assert_int_eq(fcntl(fd, F_GETFL) & O_ACCMODE, O_RDONLY);
+	close(fd);
+	m.seg_id = 0x20;
+	errno = 0;
+	ck_assert_int_eq(spool_open_body(sp, &m, &off), -1);
+	ck_assert_int_eq(errno, ENOENT);
+}
+END_TEST
+
+struct names {
+	char name[8][32];
+	int n, stop_after;
+};
+
+/* collect - spool_foreach_*_file callback */
+static int collect(const char *name, void *arg)
+{
+	struct names *l = arg;
+
+	ck_assert_int_lt(l->n, 8);
+	ck_assert_uint_lt(strlen(name), sizeof(l->name[0]));
+	strcpy(l->name[l->n++], name);
+	return l->stop_after && l->n == l->stop_after ? 5 : 0;
+}
+
+/* cmp_name - qsort order of collected names */
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+START_TEST(test_foreach)
+{
+	static const uint64_t ids[] = {1, 0x1f, 0xabcdef0123456789ULL};
+	static const char *const seg_names[] = {"000000000000001f", "0000000000000001",
+						"abcdef0123456789"};
+	struct iovec one[] = {{"x", 1}};
+	struct names l = {.n = 0};
+	char path[4400];
+	int fd;
+
+	ck_assert_int_eq(spool_foreach_seg_file(sp, collect, &l), 0);
+	ck_assert_int_eq(spool_foreach_own_file(sp, collect, &l), 0);
+	ck_assert_int_eq(l.n, 0);
+	for (size_t i = 0; i < N_ELEMENTS(ids); i++) {
+		spool_start_segment(sp, ids[i]);
+		append(one, 1, ids[i], 0);
+	}
+	for (int i = 0; i < 2; i++) {
+		fd = spool_own_create(sp, i ? "0000000000BBB" : "0000000000AAA");
+		ck_assert_int_ge(fd, 0);
+		close(fd);
+	}
+	/* dot files (editor leftovers, "." and "..") are not listed */
+	snprintf(path, sizeof(path), "%s/seg/.tmp", sdir);
+	ck_assert_int_ge(fd = open(path, O_WRONLY | O_CREAT, 0600), 0);
+	close(fd);
+	snprintf(path, sizeof(path), "%s/own/.x", sdir);
+	ck_assert_int_ge(fd = open(path, O_WRONLY | O_CREAT, 0600), 0);
+	close(fd);
+
+	ck_assert_int_eq(spool_foreach_seg_file(sp, collect, &l), 0);
+	ck_assert_int_eq(l.n, 3);
+	qsort(l.name, (size_t)l.n, sizeof(l.name[0]), cmp_name);
+	ck_assert_str_eq(l.name[0], seg_names[1]);
+	ck_assert_str_eq(l.name[1], seg_names[0]);
+	ck_assert_str_eq(l.name[2], seg_names[2]);
+	/* twice in a row: the walk starts from the beginning each time */
+	l.n = 0;
+	ck_assert_int_eq(spool_foreach_seg_file(sp, collect, &l), 0);
+	ck_assert_int_eq(l.n, 3);
+
+	l.n = 0;
+	ck_assert_int_eq(spool_foreach_own_file(sp, collect, &l), 0);
+	ck_assert_int_eq(l.n, 2);
+	qsort(l.name, (size_t)l.n, sizeof(l.name[0]), cmp_name);
+	ck_assert_str_eq(l.name[0], "0000000000AAA");
+	ck_assert_str_eq(l.name[1], "0000000000BBB");
+
+	/* a callback's nonzero return stops the walk and is returned */
+	l.n = 0;
+	l.stop_after = 2;
+	ck_assert_int_eq(spool_foreach_seg_file(sp, collect, &l), 5);
+	ck_assert_int_eq(l.n, 2);
+
+	/* removal */
+	ck_assert_int_eq(spool_seg_remove(sp, 0x1f), 0);
+	ck_assert_int_eq(spool_seg_remove(sp, 0x1f), 0);	/* gone: fine */
+	ck_assert_int_eq(seg_size("000000000000001f"), -1);
+	l.n = 0;
+	l.stop_after = 0;
+	ck_assert_int_eq(spool_foreach_seg_file(sp, collect, &l), 0);
+	ck_assert_int_eq(l.n, 2);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("spool");
+	TCase *tc = tcase_create("spool");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_open);
+	tcase_add_test(tc, test_append);
+	tcase_add_test(tc, test_append_many);
+	tcase_add_test(tc, test_append_short);
+	tcase_add_test(tc, test_append_eintr);
+	tcase_add_test(tc, test_append_no_progress);
+	tcase_add_test(tc, test_segments);
+	tcase_add_test(tc, test_truncate);
+	tcase_add_test(tc, test_own_files);
+	tcase_add_test(tc, test_open_body);
+	tcase_add_test(tc, test_foreach);
+	tcase_set_timeout(tc, 60);
+	suite_add_tcase(s, tc);
+	return unit_run(s);
+}

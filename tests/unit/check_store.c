@@ -1,0 +1,1229 @@
+/*
+ * check_store - the LMDB queue store and its record codec.
+ *
+ * Store: round trips of every field, deletion with recipients and
+ * schedule entries, the schedule in due order and moved on update,
+ * segments, meta counters, counts, read-only opening, failed writes.
+ * Each test has its own environment in a mkdtemp() directory.
+ *
+ * Codec: decoders get hostile input (every truncation, wrong versions,
+ * trailing octets, NUL inside strings, overlong lengths) and must reject
+ * it; encoders must not write past the buffer they are given.
+ *
+ * Not tested: map growth. Reaching MDB_MAP_FULL needs more than the
+ * 256 MB initial map to be written and synced (about 5 s here), and the
+ * store has no way to start with a smaller map.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "store.h"
+#include "store_codec.h"
+#include "tmpdir.h"
+#include "unit.h"
+
+#define QA "0000000000AAA"
+#define QB "0000000000BBB"
+#define QC "0000000000CCC"
+
+/* --- helpers --------------------------------------------------------- */
+
+static char dir[4096], qdir[4200];
+static struct store *st;
+
+/* setup - a fresh store in a private directory */
+static void setup(void)
+{
+	char err[512] = "";
+
+	tmpdir_make(dir, sizeof(dir));
+	snprintf(qdir, sizeof(qdir), "%s/queue", dir);
+	st = store_open(qdir, 0, err, sizeof(err));
+	ck_assert_msg(st != NULL, "store_open: %s", err);
+}
+
+/* teardown - close the store and remove its directory */
+static void teardown(void)
+{
+	store_close(&st);
+	ck_assert_ptr_null(st);
+	tmpdir_remove(dir);
+}
+
+/* a message with every field set */
+static void msg_init(struct q_msg *m, const char *qid, uint64_t seed)
+{
+	memset(m, 0, sizeof(*m));
+	memcpy(m->qid, qid, QID_LEN + 1);
+	m->arrival_us = 1700000000123456ULL + seed;
+	m->size = 0x0102030405060708ULL + seed;
+	m->flags = QMSG_DOTLINES | QMSG_8BIT | QMSG_SMTPUTF8 | QMSG_LMTP | 0x80000000u;
+	m->body_type = 2;
+	m->ret = 1;
+	m->nrcpt = 0xfffffffe;
+	m->nlive = 3;
+	m->seg_id = 0x1122334455667788ULL;
+	m->offset = 0x8877665544332211ULL;
+	for (int i = 0; i < Q_DIGEST_BYTES; i++)
+		m->digest[i] = (unsigned char)(0xff - i - seed);
+	for (int i = 0; i < 16; i++)
+		m->trace_id[i] = (unsigned char)(0x10 + i);
+	for (int i = 0; i < 8; i++)
+		m->span_id[i] = (unsigned char)(0xf0 + i);
+	m->sender = "s\xc3\xa9nder+\xff\x80@ex\xc3\xa4mple.org";
+	m->envid = "";
+	m->helo = "helo.example.org";
+	m->client = "192.0.2.1";
+}
+
+/* msg_eq - assert that every field of two messages agrees */
+static void msg_eq(const struct q_msg *a, const struct q_msg *b)
+{
+	ck_assert_str_eq(a->qid, b->qid);
+	ck_assert_uint_eq(a->arrival_us, b->arrival_us);
+	ck_assert_uint_eq(a->size, b->size);
+	ck_assert_uint_eq(a->flags, b->flags);
+	ck_assert_uint_eq(a->body_type, b->body_type);
+	ck_assert_uint_eq(a->ret, b->ret);
+	ck_assert_uint_eq(a->nrcpt, b->nrcpt);
+	ck_assert_uint_eq(a->nlive, b->nlive);
+	ck_assert_uint_eq(a->seg_id, b->seg_id);
+	ck_assert_uint_eq(a->offset, b->offset);
+	ck_assert_mem_eq(a->digest, b->digest, Q_DIGEST_BYTES);
+	ck_assert_mem_eq(a->trace_id, b->trace_id, 16);
+	ck_assert_mem_eq(a->span_id, b->span_id, 8);
+	ck_assert_str_eq(a->sender, b->sender);
+	ck_assert_str_eq(a->envid, b->envid);
+	ck_assert_str_eq(a->helo, b->helo);
+	ck_assert_str_eq(a->client, b->client);
+}
+
+/* rcpt_eq - assert that every field of two recipients agrees */
+static void rcpt_eq(const struct q_rcpt *a, const struct q_rcpt *b)
+{
+	ck_assert_uint_eq(a->idx, b->idx);
+	ck_assert_uint_eq(a->state, b->state);
+	ck_assert_uint_eq(a->notify, b->notify);
+	ck_assert_uint_eq(a->attempts, b->attempts);
+	ck_assert_uint_eq(a->next_us, b->next_us);
+	ck_assert_str_eq(a->addr, b->addr);
+	ck_assert_str_eq(a->orcpt, b->orcpt);
+	ck_assert_str_eq(a->peer, b->peer);
+	ck_assert_str_eq(a->reply, b->reply);
+}
+
+/* one message and its recipients, to be written */
+struct put_arg {
+	const struct q_msg *m;
+	const struct q_rcpt *r;
+	size_t n;
+	int calls;
+};
+
+/* put_fn - write a message and its recipients (new: no old schedule) */
+static int put_fn(struct store_txn *t, void *arg)
+{
+	struct put_arg *a = arg;
+	int rc;
+
+	a->calls++;
+	if ((rc = store_put_msg(t, a->m)) != 0)
+		return rc;
+	for (size_t i = 0; i < a->n; i++)
+		if ((rc = store_put_rcpt(t, a->m->qid, &a->r[i], 0)) != 0)
+			return rc;
+	return 0;
+}
+
+/* put - write a message and its recipients, asserting success */
+static void put(const struct q_msg *m, const struct q_rcpt *r, size_t n)
+{
+	struct put_arg a = {m, r, n, 0};
+	char err[512] = "";
+
+	ck_assert_msg(store_write(st, put_fn, &a, err, sizeof(err)) == 0, "store_write: %s", err);
+	ck_assert_int_eq(a.calls, 1);
+}
+
+/* del_fn - delete the message named by arg */
+static int del_fn(struct store_txn *t, void *arg)
+{
+	return store_del_msg(t, arg);
+}
+
+/* del - delete a message, asserting success */
+static void del(const char *qid)
+{
+	char err[512] = "";
+
+	ck_assert_msg(store_write(st, del_fn, (void *)qid, err, sizeof(err)) == 0, "%s", err);
+}
+
+/* one schedule entry as store_foreach_due reports it */
+struct due {
+	uint64_t next;
+	char qid[QID_LEN + 1];
+	uint32_t idx;
+	char peer[512];
+};
+
+struct due_list {
+	struct due e[64];
+	size_t n;
+	size_t stop_after;		/* 0: never stop */
+};
+
+/* due_fn - collect schedule entries */
+static int due_fn(uint64_t next_us, const char *qid, uint32_t idx, const char *peer, void *arg)
+{
+	struct due_list *l = arg;
+
+	ck_assert_uint_lt(l->n, N_ELEMENTS(l->e));
+	l->e[l->n].next = next_us;
+	ck_assert_uint_eq(strlen(qid), QID_LEN);
+	memcpy(l->e[l->n].qid, qid, QID_LEN + 1);
+	l->e[l->n].idx = idx;
+	ck_assert_uint_lt(strlen(peer), sizeof(l->e[0].peer));
+	strcpy(l->e[l->n].peer, peer);
+	l->n++;
+	return l->stop_after && l->n == l->stop_after ? 42 : 0;
+}
+
+/* due_expect - the schedule up to until_us is exactly these entries, in order */
+static void due_expect(uint64_t until_us, const struct due *want, size_t n)
+{
+	struct due_list l = {.n = 0};
+
+	ck_assert_int_eq(store_foreach_due(st, until_us, due_fn, &l), 0);
+	ck_assert_uint_eq(l.n, n);
+	for (size_t i = 0; i < n; i++) {
+		ck_assert_uint_eq(l.e[i].next, want[i].next);
+		ck_assert_str_eq(l.e[i].qid, want[i].qid);
+		ck_assert_uint_eq(l.e[i].idx, want[i].idx);
+		ck_assert_str_eq(l.e[i].peer, want[i].peer);
+	}
+}
+
+/* count - store_count, asserted to succeed */
+static uint64_t count(void)
+{
+	uint64_t n = 12345;
+
+	ck_assert_int_eq(store_count(st, &n), 0);
+	return n;
+}
+
+/* --- store ------------------------------------------------------------ */
+
+START_TEST(test_roundtrip)
+{
+	struct q_msg m, got;
+	/* out of index order on purpose; idx 256 sorts after 2 (big-endian keys) */
+	struct q_rcpt r[] = {
+		{256, RCPT_DEFERRED, 0x0f, 7, 1700000000999999ULL, "late@example.org", "", "mx2",
+		 "451 4.3.0 try again later"},
+		{0, RCPT_QUEUED, 0x01, 0, 1700000000123456ULL,
+		 "\xc3\xbc\x62\x65r@\xc3\xa9xample.org", "rfc822;a+2Bb@example.org", "mx1.example", ""},
+		{2, RCPT_SENT, 0, 1, 0, "", "", "", ""},
+		{1, RCPT_BOUNCED, 0x0e, 0xffffffff, UINT64_MAX, "b\x80\xff@x", "utf-8;b\\x{FC}", "mx1.example",
+		 "550 5.1.1 no such user"},
+	};
+	static const size_t order[] = {1, 3, 2, 0};
+	struct q_rcpt *rcpts = NULL;
+	size_t n = 99;
+
+	msg_init(&m, QA, 0);
+	put(&m, r, N_ELEMENTS(r));
+	memset(&got, 0x5a, sizeof(got));
+	ck_assert_int_eq(store_get(st, QA, &got, &rcpts, &n), 0);
+	msg_eq(&got, &m);
+	ck_assert_uint_eq(n, N_ELEMENTS(r));
+	for (size_t i = 0; i < n; i++)
+		rcpt_eq(&rcpts[i], &r[order[i]]);
+	q_rcpts_free(&rcpts, n);
+	ck_assert_ptr_null(rcpts);
+	q_msg_clear(&got);
+	ck_assert_ptr_null(got.sender);
+
+	/* without recipients */
+	ck_assert_int_eq(store_get(st, QA, &got, NULL, NULL), 0);
+	msg_eq(&got, &m);
+	q_msg_clear(&got);
+	ck_assert_uint_eq(count(), 1);
+}
+END_TEST
+
+START_TEST(test_get_missing)
+{
+	struct q_msg m, got;
+	struct q_rcpt *rcpts = NULL;
+	size_t n = 0;
+
+	ck_assert_int_eq(store_get(st, QA, &got, &rcpts, &n), 1);	/* empty store */
+	msg_init(&m, QA, 0);
+	put(&m, NULL, 0);
+	ck_assert_int_eq(store_get(st, QB, &got, &rcpts, &n), 1);
+	ck_assert_int_eq(store_get(st, QB, &got, NULL, NULL), 1);
+	ck_assert_int_eq(store_get(st, "0000000000AA", &got, NULL, NULL), 1);	/* a prefix */
+	ck_assert_int_eq(store_get(st, QA "0", &got, NULL, NULL), 1);
+	ck_assert_int_eq(store_get(st, "", &got, NULL, NULL), 1);
+	ck_assert_int_eq(store_get(st, QA, &got, &rcpts, &n), 0);
+	ck_assert_uint_eq(n, 0);
+	q_rcpts_free(&rcpts, n);
+	q_msg_clear(&got);
+}
+END_TEST
+
+/* three messages with recipients, some live, due times interleaved */
+static struct q_rcpt ra[] = {
+	{0, RCPT_QUEUED, 0, 0, 300, "a0@x", "", "pa", ""},
+	{1, RCPT_SENT, 0, 1, 100, "a1@x", "", "pa", ""},
+	{2, RCPT_DEFERRED, 0, 2, 600, "a2@x", "", "pa2", "451 later"},
+};
+static struct q_rcpt rb[] = {
+	{0, RCPT_DEFERRED, 0, 1, 200, "b0@x", "", "pb", ""},
+	{1, RCPT_QUEUED, 0, 0, 500, "b1@x", "", "pb", ""},
+	{2, RCPT_BOUNCED, 0, 3, 50, "b2@x", "", "pb", "550 no"},
+};
+static struct q_rcpt rc_[] = {
+	{0, RCPT_QUEUED, 0, 0, 400, "c0@x", "", "pc", ""},
+	{1, RCPT_QUEUED, 0, 0, 300, "c1@x", "", "pc", ""},
+	{7, RCPT_QUEUED, 0, 0, 100, "c7@x", "", "pc", ""},
+};
+
+/* put_three - messages QA, QB, QC with the recipients above */
+static void put_three(void)
+{
+	struct q_msg m;
+
+	msg_init(&m, QB, 2);	/* not in qid order */
+	put(&m, rb, N_ELEMENTS(rb));
+	msg_init(&m, QC, 3);
+	put(&m, rc_, N_ELEMENTS(rc_));
+	msg_init(&m, QA, 1);
+	put(&m, ra, N_ELEMENTS(ra));
+}
+
+/* rcpts_expect - qid has exactly these recipients */
+static void rcpts_expect(const char *qid, const struct q_rcpt *want, size_t nwant)
+{
+	struct q_msg m;
+	struct q_rcpt *r;
+	size_t n;
+
+	ck_assert_int_eq(store_get(st, qid, &m, &r, &n), 0);
+	ck_assert_uint_eq(n, nwant);
+	for (size_t i = 0; i < n; i++)
+		rcpt_eq(&r[i], &want[i]);
+	q_rcpts_free(&r, n);
+	q_msg_clear(&m);
+}
+
+START_TEST(test_schedule_order)
+{
+	static const struct due all[] = {
+		{100, QC, 7, "pc"}, {200, QB, 0, "pb"}, {300, QA, 0, "pa"}, {300, QC, 1, "pc"},
+		{400, QC, 0, "pc"}, {500, QB, 1, "pb"}, {600, QA, 2, "pa2"},
+	};
+	struct due_list l = {.n = 0, .stop_after = 3};
+
+	put_three();
+	ck_assert_uint_eq(count(), 3);
+	due_expect(UINT64_MAX, all, N_ELEMENTS(all));
+	due_expect(300, all, 4);		/* until is inclusive */
+	due_expect(299, all, 2);
+	due_expect(99, all, 0);
+	/* a callback's nonzero return stops the walk and is returned */
+	ck_assert_int_eq(store_foreach_due(st, UINT64_MAX, due_fn, &l), 42);
+	ck_assert_uint_eq(l.n, 3);
+}
+END_TEST
+
+START_TEST(test_del_msg)
+{
+	static const struct due without_b[] = {
+		{100, QC, 7, "pc"}, {300, QA, 0, "pa"}, {300, QC, 1, "pc"},
+		{400, QC, 0, "pc"}, {600, QA, 2, "pa2"},
+	};
+	static const struct due only_a[] = {{300, QA, 0, "pa"}, {600, QA, 2, "pa2"}};
+	struct q_msg m;
+
+	put_three();
+	del(QB);				/* in the middle */
+	ck_assert_int_eq(store_get(st, QB, &m, NULL, NULL), 1);
+	ck_assert_uint_eq(count(), 2);
+	rcpts_expect(QA, ra, N_ELEMENTS(ra));	/* neighbours untouched */
+	rcpts_expect(QC, rc_, N_ELEMENTS(rc_));
+	due_expect(UINT64_MAX, without_b, N_ELEMENTS(without_b));
+
+	del(QC);				/* the last records of the tables */
+	ck_assert_int_eq(store_get(st, QC, &m, NULL, NULL), 1);
+	rcpts_expect(QA, ra, N_ELEMENTS(ra));
+	due_expect(UINT64_MAX, only_a, N_ELEMENTS(only_a));
+
+	del(QB);				/* gone already: not an error */
+	del(QA);				/* the only one */
+	ck_assert_uint_eq(count(), 0);
+	due_expect(UINT64_MAX, NULL, 0);
+
+	/* recipients of a deleted message do not come back with a new record */
+	msg_init(&m, QA, 9);
+	put(&m, NULL, 0);
+	rcpts_expect(QA, NULL, 0);
+}
+END_TEST
+
+START_TEST(test_del_first)
+{
+	static const struct due want[] = {
+		{100, QC, 7, "pc"}, {200, QB, 0, "pb"}, {300, QC, 1, "pc"},
+		{400, QC, 0, "pc"}, {500, QB, 1, "pb"},
+	};
+
+	put_three();
+	del(QA);				/* the first records of the tables */
+	rcpts_expect(QB, rb, N_ELEMENTS(rb));
+	rcpts_expect(QC, rc_, N_ELEMENTS(rc_));
+	due_expect(UINT64_MAX, want, N_ELEMENTS(want));
+}
+END_TEST
+
+/* many recipients: the delete walks across LMDB pages */
+START_TEST(test_del_many)
+{
+	static struct q_rcpt r[2000];
+	static char addr[2000][32];
+	struct q_msg m;
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < N_ELEMENTS(r); i++) {
+		snprintf(addr[i], sizeof(addr[i]), "user%zu@example.org", i);
+		r[i] = (struct q_rcpt){(uint32_t)i, i % 3 == 2 ? RCPT_SENT : RCPT_QUEUED, 0, 0,
+				       1000 + i % 7, addr[i], "", "peer", ""};
+	}
+	msg_init(&m, QB, 0);
+	put(&m, r, N_ELEMENTS(r));
+	msg_init(&m, QA, 0);
+	put(&m, r, 3);
+	msg_init(&m, QC, 0);
+	put(&m, r, 3);
+	rcpts_expect(QB, r, N_ELEMENTS(r));
+	del(QB);
+	rcpts_expect(QA, r, 3);
+	rcpts_expect(QC, r, 3);
+	ck_assert_int_eq(store_count(st, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	{
+		static const struct due want[] = {
+			{1000, QA, 0, "peer"}, {1000, QC, 0, "peer"}, {1001, QA, 1, "peer"},
+			{1001, QC, 1, "peer"},
+		};
+
+		due_expect(UINT64_MAX, want, N_ELEMENTS(want));
+	}
+}
+END_TEST
+
+/* an update of one recipient */
+struct rcpt_arg {
+	const char *qid;
+	struct q_rcpt r;
+	uint64_t old;
+};
+
+/* rcpt_fn - store_put_rcpt with an old due time */
+static int rcpt_fn(struct store_txn *t, void *arg)
+{
+	struct rcpt_arg *a = arg;
+
+	return store_put_rcpt(t, a->qid, &a->r, a->old);
+}
+
+START_TEST(test_move_schedule)
+{
+	struct q_rcpt r[] = {
+		{0, RCPT_QUEUED, 0, 0, 500, "a@x", "", "p0", ""},
+		{1, RCPT_QUEUED, 0, 0, 500, "b@x", "", "p1", ""},
+	};
+	struct q_msg m;
+	struct rcpt_arg a = {QA, {0, RCPT_DEFERRED, 0, 1, 200, "a@x", "", "p0", "451 x"}, 500};
+	char err[256];
+
+	msg_init(&m, QA, 0);
+	put(&m, r, 2);
+	{
+		static const struct due want[] = {{500, QA, 0, "p0"}, {500, QA, 1, "p1"}};
+
+		due_expect(UINT64_MAX, want, 2);
+	}
+	/* deferred to an earlier time: the entry moves, none is left behind */
+	ck_assert_int_eq(store_write(st, rcpt_fn, &a, err, sizeof(err)), 0);
+	{
+		static const struct due want[] = {{200, QA, 0, "p0"}, {500, QA, 1, "p1"}};
+
+		due_expect(UINT64_MAX, want, 2);
+	}
+	/* later, to a new peer */
+	a.r.next_us = 900;
+	a.r.peer = "p9";
+	a.r.attempts = 2;
+	a.old = 200;
+	ck_assert_int_eq(store_write(st, rcpt_fn, &a, err, sizeof(err)), 0);
+	{
+		static const struct due want[] = {{500, QA, 1, "p1"}, {900, QA, 0, "p9"}};
+
+		due_expect(UINT64_MAX, want, 2);
+	}
+	/* final: out of the schedule, the record kept */
+	a.r.state = RCPT_SENT;
+	a.r.reply = "250 ok";
+	a.old = 900;
+	ck_assert_int_eq(store_write(st, rcpt_fn, &a, err, sizeof(err)), 0);
+	{
+		static const struct due want[] = {{500, QA, 1, "p1"}};
+		struct q_rcpt now[2];
+
+		due_expect(UINT64_MAX, want, 1);
+		now[0] = a.r;
+		now[1] = r[1];
+		rcpts_expect(QA, now, 2);
+	}
+}
+END_TEST
+
+/* a live recipient is scheduled whatever the length of its peer's name */
+START_TEST(test_long_peer)
+{
+	static char peer[300];
+	struct q_rcpt r = {0, RCPT_QUEUED, 0, 0, 10, "a@x", "", peer, ""};
+	struct due_list l = {.n = 0};
+	struct q_msg m;
+
+	memset(peer, 'p', sizeof(peer) - 1);
+	msg_init(&m, QA, 0);
+	put(&m, &r, 1);
+	ck_assert_int_eq(store_foreach_due(st, UINT64_MAX, due_fn, &l), 0);
+	ck_assert_uint_eq(l.n, 1);
+	ck_assert_str_eq(l.e[0].peer, peer);
+}
+END_TEST
+
+/* segment operations, and what a write transaction reads back */
+struct seg_arg {
+	int op;				/* 0 put, 1 get, 2 del */
+	struct store_seg seg;
+	int rc;
+};
+
+/* seg_fn - one segment operation */
+static int seg_fn(struct store_txn *t, void *arg)
+{
+	struct seg_arg *a = arg;
+
+	switch (a->op) {
+	case 0:
+		return store_put_seg(t, &a->seg);
+	case 1:
+		a->rc = store_txn_get_seg(t, a->seg.id, &a->seg);
+		return 0;
+	default:
+		return store_del_seg(t, a->seg.id);
+	}
+}
+
+/* seg_op - run one segment operation; the get's result */
+static int seg_op(int op, struct store_seg *seg)
+{
+	struct seg_arg a = {op, *seg, -99};
+	char err[256];
+
+	ck_assert_int_eq(store_write(st, seg_fn, &a, err, sizeof(err)), 0);
+	*seg = a.seg;
+	return a.rc;
+}
+
+struct seg_list {
+	struct store_seg s[8];
+	size_t n;
+};
+
+/* seg_collect - store_foreach_seg callback */
+static int seg_collect(const struct store_seg *seg, void *arg)
+{
+	struct seg_list *l = arg;
+
+	ck_assert_uint_lt(l->n, N_ELEMENTS(l->s));
+	l->s[l->n++] = *seg;
+	return 0;
+}
+
+START_TEST(test_segments)
+{
+	struct store_seg segs[] = {
+		{256, 1ULL << 40, 0xffffffff, 1},
+		{1, 100, 2, 0},
+		{2, 0, 0, 0},
+		{0x0102030405060708ULL, 77, 1, 1},
+	};
+	static const size_t order[] = {1, 2, 0, 3};
+	struct seg_list l = {.n = 0};
+	struct store_seg s;
+
+	for (size_t i = 0; i < N_ELEMENTS(segs); i++)
+		seg_op(0, &segs[i]);
+	ck_assert_int_eq(store_foreach_seg(st, seg_collect, &l), 0);
+	ck_assert_uint_eq(l.n, N_ELEMENTS(segs));
+	for (size_t i = 0; i < l.n; i++) {
+		const struct store_seg *w = &segs[order[i]];
+
+		ck_assert_uint_eq(l.s[i].id, w->id);
+		ck_assert_uint_eq(l.s[i].length, w->length);
+		ck_assert_uint_eq(l.s[i].live, w->live);
+		ck_assert_int_eq(l.s[i].closed, w->closed);
+	}
+	/* read inside a write transaction */
+	memset(&s, 0, sizeof(s));
+	s.id = 256;
+	ck_assert_int_eq(seg_op(1, &s), 0);
+	ck_assert_uint_eq(s.length, 1ULL << 40);
+	ck_assert_uint_eq(s.live, 0xffffffff);
+	ck_assert_int_eq(s.closed, 1);
+	/* replace, delete, miss */
+	s = (struct store_seg){1, 150, 1, 1};
+	seg_op(0, &s);
+	s = (struct store_seg){.id = 2};
+	seg_op(2, &s);
+	s = (struct store_seg){.id = 2};
+	ck_assert_int_eq(seg_op(1, &s), 1);
+	s = (struct store_seg){.id = 2};
+	seg_op(2, &s);			/* deleting a missing segment is fine */
+	s = (struct store_seg){.id = 3};
+	ck_assert_int_eq(seg_op(1, &s), 1);
+	l.n = 0;
+	ck_assert_int_eq(store_foreach_seg(st, seg_collect, &l), 0);
+	ck_assert_uint_eq(l.n, 3);
+	ck_assert_uint_eq(l.s[0].id, 1);
+	ck_assert_uint_eq(l.s[0].length, 150);
+	ck_assert_uint_eq(l.s[0].live, 1);
+	ck_assert_int_eq(l.s[0].closed, 1);
+	ck_assert_uint_eq(l.s[1].id, 256);
+	ck_assert_uint_eq(l.s[2].id, 0x0102030405060708ULL);
+}
+END_TEST
+
+/* meta_fn - set the counters named in a NULL-terminated list */
+struct meta_arg {
+	const char *name[4];
+	uint64_t value[4];
+};
+
+static int meta_fn(struct store_txn *t, void *arg)
+{
+	struct meta_arg *a = arg;
+	int rc;
+
+	for (int i = 0; a->name[i]; i++)
+		if ((rc = store_put_meta(t, a->name[i], a->value[i])) != 0)
+			return rc;
+	return 0;
+}
+
+START_TEST(test_meta)
+{
+	struct meta_arg a = {{"last_qid", "next_seg", "next", NULL}, {UINT64_MAX - 1, 7, 3}};
+	struct meta_arg b = {{"next_seg", NULL}, {8}};
+	char err[256];
+	uint64_t v = 99;
+
+	ck_assert_int_eq(store_get_meta(st, "last_qid", &v), 0);
+	ck_assert_uint_eq(v, 0);		/* never set */
+	ck_assert_int_eq(store_write(st, meta_fn, &a, err, sizeof(err)), 0);
+	ck_assert_int_eq(store_get_meta(st, "last_qid", &v), 0);
+	ck_assert_uint_eq(v, UINT64_MAX - 1);
+	ck_assert_int_eq(store_get_meta(st, "next_seg", &v), 0);
+	ck_assert_uint_eq(v, 7);
+	v = 99;
+	ck_assert_int_eq(store_get_meta(st, "next", &v), 0);
+	ck_assert_uint_eq(v, 3);
+	ck_assert_int_eq(store_write(st, meta_fn, &b, err, sizeof(err)), 0);
+	ck_assert_int_eq(store_get_meta(st, "next_seg", &v), 0);
+	ck_assert_uint_eq(v, 8);
+	v = 99;
+	ck_assert_int_eq(store_get_meta(st, "next_se", &v), 0);
+	ck_assert_uint_eq(v, 0);
+	ck_assert_uint_eq(count(), 0);		/* meta are not messages */
+}
+END_TEST
+
+struct msg_list {
+	char qid[4][QID_LEN + 1];
+	size_t nrcpt[4];
+	size_t n, stop_after;
+};
+
+/* msg_collect - store_foreach callback */
+static int msg_collect(const struct q_msg *m, const struct q_rcpt *r, size_t n, void *arg)
+{
+	struct msg_list *l = arg;
+
+	ck_assert_uint_lt(l->n, 4);
+	memcpy(l->qid[l->n], m->qid, QID_LEN + 1);
+	l->nrcpt[l->n] = n;
+	for (size_t i = 0; i < n; i++)
+		ck_assert_ptr_nonnull(r[i].addr);
+	l->n++;
+	return l->stop_after && l->n == l->stop_after ? 7 : 0;
+}
+
+START_TEST(test_foreach_count)
+{
+	struct msg_list l = {.n = 0};
+
+	ck_assert_uint_eq(count(), 0);
+	ck_assert_int_eq(store_foreach(st, msg_collect, &l), 0);
+	ck_assert_uint_eq(l.n, 0);
+	put_three();
+	ck_assert_uint_eq(count(), 3);
+	ck_assert_int_eq(store_foreach(st, msg_collect, &l), 0);
+	ck_assert_uint_eq(l.n, 3);
+	ck_assert_str_eq(l.qid[0], QA);	/* queue id order */
+	ck_assert_str_eq(l.qid[1], QB);
+	ck_assert_str_eq(l.qid[2], QC);
+	ck_assert_uint_eq(l.nrcpt[0], 3);
+	l.n = 0;
+	l.stop_after = 2;
+	ck_assert_int_eq(store_foreach(st, msg_collect, &l), 7);
+	ck_assert_uint_eq(l.n, 2);
+}
+END_TEST
+
+/* fail_fn - write a message, then fail: nothing may be committed */
+static int fail_fn(struct store_txn *t, void *arg)
+{
+	struct put_arg *a = arg;
+	int rc;
+
+	a->calls++;
+	if ((rc = store_put_msg(t, a->m)) != 0)
+		return rc;
+	return EINVAL;
+}
+
+START_TEST(test_write_fails)
+{
+	struct q_msg m, got;
+	struct put_arg a;
+	char err[256] = "", big[STORE_RECORD_MAX];
+
+	msg_init(&m, QA, 0);
+	a = (struct put_arg){&m, NULL, 0, 0};
+	ck_assert_int_eq(store_write(st, fail_fn, &a, err, sizeof(err)), -1);
+	ck_assert_int_eq(a.calls, 1);
+	ck_assert_str_eq(err, "queue database: Invalid argument");
+	ck_assert_int_eq(store_get(st, QA, &got, NULL, NULL), 1);
+
+	/* a record too big for STORE_RECORD_MAX is refused, not truncated */
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	m.helo = big;
+	a = (struct put_arg){&m, NULL, 0, 0};
+	err[0] = '\0';
+	ck_assert_int_eq(store_write(st, put_fn, &a, err, sizeof(err)), -1);
+	ck_assert_str_eq(err, "queue database: Invalid argument");
+	ck_assert_uint_eq(count(), 0);
+}
+END_TEST
+
+/* txn_arg - what a write transaction reads of its own writes */
+struct txn_arg {
+	int rc_before, rc_after, rc_missing;
+	struct q_msg m;
+	struct q_rcpt *r;
+	size_t n;
+};
+
+static int txn_fn(struct store_txn *t, void *arg)
+{
+	struct txn_arg *a = arg;
+	struct q_msg m, tmp;
+	struct q_rcpt r = {5, RCPT_QUEUED, 0, 0, 10, "r@x", "", "p", ""};
+	int rc;
+
+	msg_init(&m, QA, 0);
+	a->rc_before = store_txn_get_msg(t, QA, &tmp);
+	if ((rc = store_put_msg(t, &m)) != 0 || (rc = store_put_rcpt(t, QA, &r, 0)) != 0)
+		return rc;
+	a->rc_after = store_txn_get_msg(t, QA, &a->m);
+	a->rc_missing = store_txn_get_msg(t, QB, &tmp);
+	return store_txn_get_rcpts(t, QA, &a->r, &a->n);
+}
+
+START_TEST(test_txn_reads)
+{
+	struct txn_arg a;
+	struct q_msg m;
+	char err[256];
+
+	memset(&a, 0, sizeof(a));
+	a.rc_before = a.rc_after = a.rc_missing = -9;
+	ck_assert_int_eq(store_write(st, txn_fn, &a, err, sizeof(err)), 0);
+	ck_assert_int_eq(a.rc_before, 1);
+	ck_assert_int_eq(a.rc_after, 0);
+	ck_assert_int_eq(a.rc_missing, 1);
+	msg_init(&m, QA, 0);
+	msg_eq(&a.m, &m);
+	ck_assert_uint_eq(a.n, 1);
+	ck_assert_uint_eq(a.r[0].idx, 5);
+	ck_assert_str_eq(a.r[0].addr, "r@x");
+	q_rcpts_free(&a.r, a.n);
+	q_msg_clear(&a.m);
+}
+END_TEST
+
+START_TEST(test_readonly)
+{
+	struct q_msg m, got;
+	struct q_rcpt r = {0, RCPT_QUEUED, 0, 0, 10, "r@x", "", "p", ""};
+	struct q_rcpt *rcpts;
+	struct put_arg a;
+	char err[512] = "", missing[4300];
+	struct stat sb;
+	size_t n;
+
+	msg_init(&m, QA, 0);
+	put(&m, &r, 1);
+	store_close(&st);			/* never open one environment twice */
+	st = store_open(qdir, 1, err, sizeof(err));
+	ck_assert_msg(st != NULL, "readonly open: %s", err);
+	ck_assert_int_eq(store_get(st, QA, &got, &rcpts, &n), 0);
+	msg_eq(&got, &m);
+	ck_assert_uint_eq(n, 1);
+	rcpt_eq(&rcpts[0], &r);
+	q_rcpts_free(&rcpts, n);
+	q_msg_clear(&got);
+	ck_assert_uint_eq(count(), 1);
+	{
+		static const struct due want[] = {{10, QA, 0, "p"}};
+
+		due_expect(UINT64_MAX, want, 1);
+	}
+	ck_assert_int_eq(store_reader_check(st), 0);
+	/* a read-only store refuses writes */
+	a = (struct put_arg){&m, NULL, 0, 0};
+	ck_assert_int_eq(store_write(st, put_fn, &a, err, sizeof(err)), -1);
+	ck_assert_int_eq(a.calls, 0);
+	ck_assert_msg(strncmp(err, "queue database: ", 16) == 0, "%s", err);
+
+	/* read-only never creates */
+	snprintf(missing, sizeof(missing), "%s/none", dir);
+	ck_assert_ptr_null(store_open(missing, 1, err, sizeof(err)));
+	ck_assert_msg(strstr(err, "cannot open queue database") != NULL, "%s", err);
+	ck_assert_int_eq(stat(missing, &sb), -1);
+	ck_assert_int_eq(errno, ENOENT);
+}
+END_TEST
+
+START_TEST(test_reopen)
+{
+	struct q_msg m, got;
+	char err[512] = "";
+
+	msg_init(&m, QA, 0);
+	put(&m, rc_, N_ELEMENTS(rc_));
+	store_close(&st);
+	ck_assert_ptr_null(st);
+	store_close(&st);			/* closing NULL is harmless */
+	st = store_open(qdir, 0, err, sizeof(err));
+	ck_assert_msg(st != NULL, "reopen: %s", err);
+	ck_assert_int_eq(store_get(st, QA, &got, NULL, NULL), 0);
+	msg_eq(&got, &m);
+	q_msg_clear(&got);
+	rcpts_expect(QA, rc_, N_ELEMENTS(rc_));
+}
+END_TEST
+
+START_TEST(test_open_fails)
+{
+	char err[512] = "", path[4300];
+	FILE *fp;
+
+	/* a file where the directory should be */
+	snprintf(path, sizeof(path), "%s/file", dir);
+	fp = fopen(path, "w");
+	ck_assert_ptr_nonnull(fp);
+	fclose(fp);
+	snprintf(path, sizeof(path), "%s/file/queue", dir);
+	ck_assert_ptr_null(store_open(path, 0, err, sizeof(err)));
+	ck_assert_msg(strstr(err, "cannot create") != NULL, "%s", err);
+}
+END_TEST
+
+/* --- codec ------------------------------------------------------------ */
+
+static unsigned char rec[STORE_RECORD_MAX];
+
+/* msg_encoded - an encoded message with every field set; its length */
+static size_t msg_encoded(struct q_msg *m)
+{
+	size_t n;
+
+	msg_init(m, QA, 5);
+	m->envid = "ENV\xe9ID";
+	n = q_msg_encode(m, rec, sizeof(rec));
+	ck_assert_uint_gt(n, 0);
+	return n;
+}
+
+static struct q_rcpt codec_rcpt = {
+	0x01020304, RCPT_DEFERRED, 0x0f, 9, 0x1122334455667788ULL,
+	"\xc3\xbc@x", "rfc822;u@x", "peer", "451 later",
+};
+
+/* rcpt_encoded - an encoded recipient; its length */
+static size_t rcpt_encoded(void)
+{
+	size_t n = q_rcpt_encode(&codec_rcpt, rec, sizeof(rec));
+
+	ck_assert_uint_gt(n, 0);
+	return n;
+}
+
+/* msg_rejects - decoding buf fails and leaves a cleared message */
+static void msg_rejects(const unsigned char *buf, size_t len)
+{
+	unsigned char *copy = malloc(len ? len : 1);	/* exact size: ASan sees overreads */
+	struct q_msg m;
+
+	ck_assert_ptr_nonnull(copy);
+	memcpy(copy, buf, len);
+	memset(&m, 0x5a, sizeof(m));
+	ck_assert_msg(q_msg_decode(copy, len, &m) == -1, "length %zu accepted", len);
+	ck_assert_ptr_null(m.sender);
+	ck_assert_ptr_null(m.envid);
+	ck_assert_ptr_null(m.helo);
+	ck_assert_ptr_null(m.client);
+	ck_assert_uint_eq(m.arrival_us, 0);
+	free(copy);
+}
+
+/* rcpt_rejects - decoding buf fails and leaves a cleared recipient */
+static void rcpt_rejects(const unsigned char *buf, size_t len)
+{
+	unsigned char *copy = malloc(len ? len : 1);
+	struct q_rcpt r;
+
+	ck_assert_ptr_nonnull(copy);
+	memcpy(copy, buf, len);
+	memset(&r, 0x5a, sizeof(r));
+	ck_assert_msg(q_rcpt_decode(copy, len, &r) == -1, "length %zu accepted", len);
+	ck_assert_ptr_null(r.addr);
+	ck_assert_ptr_null(r.orcpt);
+	ck_assert_ptr_null(r.peer);
+	ck_assert_ptr_null(r.reply);
+	ck_assert_uint_eq(r.next_us, 0);
+	free(copy);
+}
+
+START_TEST(test_codec_msg_roundtrip)
+{
+	struct q_msg m, got;
+	unsigned char again[STORE_RECORD_MAX];
+	size_t n = msg_encoded(&m);
+
+	/* 1 + 13 + 8 + 8 + 4 + 1 + 1 + 4 + 4 + 8 + 8 + 32 + 16 + 8, 4 strings */
+	ck_assert_uint_eq(n, 116 + 8 + strlen(m.sender) + strlen(m.envid) + strlen(m.helo)
+			  + strlen(m.client));
+	ck_assert_uint_eq(rec[0], 1);		/* version */
+	ck_assert_int_eq(memcmp(rec + 1, QA, QID_LEN), 0);
+	ck_assert_uint_eq(rec[14], (1700000000123456ULL + 5) & 0xff);	/* little-endian */
+	ck_assert_int_eq(q_msg_decode(rec, n, &got), 0);
+	msg_eq(&got, &m);
+	ck_assert_uint_eq(q_msg_encode(&got, again, sizeof(again)), n);
+	ck_assert_mem_eq(again, rec, n);
+	q_msg_clear(&got);
+
+	/* all strings empty */
+	m.sender = m.envid = m.helo = m.client = "";
+	n = q_msg_encode(&m, rec, sizeof(rec));
+	ck_assert_uint_eq(n, 124);
+	ck_assert_int_eq(q_msg_decode(rec, n, &got), 0);
+	msg_eq(&got, &m);
+	q_msg_clear(&got);
+}
+END_TEST
+
+START_TEST(test_codec_rcpt_roundtrip)
+{
+	struct q_rcpt got, empty = {0, RCPT_BOUNCED, 0, 0, 0, "", "", "", ""};
+	unsigned char again[STORE_RECORD_MAX];
+	size_t n = rcpt_encoded();
+
+	ck_assert_uint_eq(n, 19 + 8 + strlen(codec_rcpt.addr) + strlen(codec_rcpt.orcpt)
+			  + strlen(codec_rcpt.peer) + strlen(codec_rcpt.reply));
+	ck_assert_int_eq(q_rcpt_decode(rec, n, &got), 0);
+	rcpt_eq(&got, &codec_rcpt);
+	ck_assert_uint_eq(q_rcpt_encode(&got, again, sizeof(again)), n);
+	ck_assert_mem_eq(again, rec, n);
+	q_rcpt_clear(&got);
+	ck_assert_ptr_null(got.addr);
+
+	n = q_rcpt_encode(&empty, rec, sizeof(rec));
+	ck_assert_uint_eq(n, 27);
+	ck_assert_int_eq(q_rcpt_decode(rec, n, &got), 0);
+	rcpt_eq(&got, &empty);
+	q_rcpt_clear(&got);
+}
+END_TEST
+
+START_TEST(test_codec_truncated)
+{
+	struct q_msg m;
+	size_t n = msg_encoded(&m);
+
+	for (size_t len = 0; len < n; len++)
+		msg_rejects(rec, len);
+	n = rcpt_encoded();
+	for (size_t len = 0; len < n; len++)
+		rcpt_rejects(rec, len);
+}
+END_TEST
+
+START_TEST(test_codec_version)
+{
+	static const unsigned char versions[] = {0, 2, 0x81, 0xff};
+	struct q_msg m;
+	size_t n;
+
+	for (size_t i = 0; i < N_ELEMENTS(versions); i++) {
+		n = msg_encoded(&m);
+		rec[0] = versions[i];
+		msg_rejects(rec, n);
+		n = rcpt_encoded();
+		rec[0] = versions[i];
+		rcpt_rejects(rec, n);
+	}
+}
+END_TEST
+
+START_TEST(test_codec_trailing)
+{
+	struct q_msg m;
+	size_t n = msg_encoded(&m);
+
+	rec[n] = 0;
+	msg_rejects(rec, n + 1);
+	rec[n] = 'x';
+	msg_rejects(rec, n + 1);
+	n = rcpt_encoded();
+	rec[n] = 0;
+	rcpt_rejects(rec, n + 1);
+	/* a record of each kind is not the other */
+	n = rcpt_encoded();
+	msg_rejects(rec, n);
+	n = msg_encoded(&m);
+	rcpt_rejects(rec, n);
+}
+END_TEST
+
+/* str_offset - where the k-th string's octets start in an encoded record */
+static size_t str_offset(size_t first, int k)
+{
+	size_t off = first;
+
+	for (int i = 0; i < k; i++)
+		off += 2 + (rec[off] | (size_t)rec[off + 1] << 8);
+	return off + 2;
+}
+
+START_TEST(test_codec_nul)
+{
+	struct q_msg m;
+	size_t n;
+
+	for (int k = 0; k < 4; k++) {
+		n = msg_encoded(&m);
+		rec[str_offset(116, k)] = '\0';		/* first octet of string k */
+		msg_rejects(rec, n);
+		n = msg_encoded(&m);
+		rec[str_offset(116, k) + 1] = '\0';	/* inside it */
+		msg_rejects(rec, n);
+		n = rcpt_encoded();
+		rec[str_offset(19, k)] = '\0';
+		rcpt_rejects(rec, n);
+	}
+	/* a NUL in the fixed-width queue id */
+	n = msg_encoded(&m);
+	rec[1 + 5] = '\0';
+	msg_rejects(rec, n);
+}
+END_TEST
+
+START_TEST(test_codec_lengths)
+{
+	struct q_msg m;
+	size_t n, off;
+
+	/* the last string's length one too long, one too short */
+	n = msg_encoded(&m);
+	off = str_offset(116, 3) - 2;
+	rec[off]++;
+	msg_rejects(rec, n);
+	rec[off] -= 2;
+	msg_rejects(rec, n);
+	/* a huge length in the first string */
+	n = msg_encoded(&m);
+	rec[116] = rec[117] = 0xff;
+	msg_rejects(rec, n);
+	n = rcpt_encoded();
+	rec[19] = rec[20] = 0xff;
+	rcpt_rejects(rec, n);
+}
+END_TEST
+
+START_TEST(test_codec_rcpt_state)
+{
+	struct q_rcpt got;
+	size_t n = rcpt_encoded();
+
+	for (unsigned s = 0; s < 256; s++) {
+		rec[5] = (unsigned char)s;
+		if (s <= RCPT_BOUNCED) {
+			ck_assert_int_eq(q_rcpt_decode(rec, n, &got), 0);
+			ck_assert_uint_eq(got.state, s);
+			q_rcpt_clear(&got);
+		} else {
+			rcpt_rejects(rec, n);
+		}
+	}
+}
+END_TEST
+
+/* untouched_from - the first octet at or after from that is not 0xa5, or len */
+static size_t untouched_from(const unsigned char *buf, size_t from, size_t len)
+{
+	while (from < len && buf[from] == 0xa5)
+		from++;
+	return from;
+}
+
+START_TEST(test_codec_small_buffer)
+{
+	static unsigned char buf[STORE_RECORD_MAX + 16];
+	struct q_msg m;
+	size_t n = msg_encoded(&m), rn;
+
+	for (size_t cap = 0; cap < n; cap++) {
+		memset(buf, 0xa5, sizeof(buf));
+		ck_assert_uint_eq(q_msg_encode(&m, buf, cap), 0);
+		ck_assert_msg(untouched_from(buf, cap, sizeof(buf)) == sizeof(buf),
+			      "cap %zu: octet %zu written", cap, untouched_from(buf, cap, sizeof(buf)));
+	}
+	ck_assert_uint_eq(q_msg_encode(&m, buf, n), n);
+	ck_assert_mem_eq(buf, rec, n);
+	rn = rcpt_encoded();
+	for (size_t cap = 0; cap < rn; cap++) {
+		memset(buf, 0xa5, sizeof(buf));
+		ck_assert_uint_eq(q_rcpt_encode(&codec_rcpt, buf, cap), 0);
+		ck_assert_msg(untouched_from(buf, cap, sizeof(buf)) == sizeof(buf),
+			      "cap %zu: octet %zu written", cap, untouched_from(buf, cap, sizeof(buf)));
+	}
+	ck_assert_uint_eq(q_rcpt_encode(&codec_rcpt, buf, rn), rn);
+}
+END_TEST
+
+START_TEST(test_codec_long_string)
+{
+	size_t cap = 0x20000;
+	unsigned char *buf = malloc(cap);
+	char *s = malloc(0x10001);
+	struct q_rcpt r = codec_rcpt, got;
+	size_t n;
+
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_ptr_nonnull(s);
+	memset(s, 'r', 0x10000);
+	s[0x10000] = '\0';
+	r.reply = s;
+	ck_assert_uint_eq(q_rcpt_encode(&r, buf, cap), 0);	/* 65536: no 16-bit length */
+	s[0xffff] = '\0';
+	n = q_rcpt_encode(&r, buf, cap);
+	ck_assert_uint_gt(n, 0xffff);
+	ck_assert_int_eq(q_rcpt_decode(buf, n, &got), 0);
+	ck_assert_uint_eq(strlen(got.reply), 0xffff);
+	q_rcpt_clear(&got);
+	free(s);
+	free(buf);
+}
+END_TEST
+
+START_TEST(test_codec_null_strings)
+{
+	struct q_rcpt r = {1, RCPT_QUEUED, 0, 0, 5, NULL, NULL, NULL, NULL}, got;
+	size_t n = q_rcpt_encode(&r, rec, sizeof(rec));
+
+	/* NULL strings are encoded as "" */
+	ck_assert_uint_eq(n, 27);
+	ck_assert_int_eq(q_rcpt_decode(rec, n, &got), 0);
+	ck_assert_str_eq(got.addr, "");
+	ck_assert_str_eq(got.reply, "");
+	q_rcpt_clear(&got);
+}
+END_TEST
+
+START_TEST(test_state_names)
+{
+	ck_assert_str_eq(rcpt_state_name(RCPT_QUEUED), "queued");
+	ck_assert_str_eq(rcpt_state_name(RCPT_DEFERRED), "deferred");
+	ck_assert_str_eq(rcpt_state_name(RCPT_SENT), "sent");
+	ck_assert_str_eq(rcpt_state_name(RCPT_BOUNCED), "bounced");
+	ck_assert_str_eq(rcpt_state_name((enum rcpt_state)4), "unknown");
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("store");
+	TCase *tc = tcase_create("store");
+	TCase *codec = tcase_create("codec");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_roundtrip);
+	tcase_add_test(tc, test_get_missing);
+	tcase_add_test(tc, test_schedule_order);
+	tcase_add_test(tc, test_del_msg);
+	tcase_add_test(tc, test_del_first);
+	tcase_add_test(tc, test_del_many);
+	tcase_add_test(tc, test_move_schedule);
+	tcase_add_test(tc, test_long_peer);
+	tcase_add_test(tc, test_segments);
+	tcase_add_test(tc, test_meta);
+	tcase_add_test(tc, test_foreach_count);
+	tcase_add_test(tc, test_write_fails);
+	tcase_add_test(tc, test_txn_reads);
+	tcase_add_test(tc, test_readonly);
+	tcase_add_test(tc, test_reopen);
+	tcase_add_test(tc, test_open_fails);
+	tcase_set_timeout(tc, 60);
+	suite_add_tcase(s, tc);
+
+	tcase_add_test(codec, test_codec_msg_roundtrip);
+	tcase_add_test(codec, test_codec_rcpt_roundtrip);
+	tcase_add_test(codec, test_codec_truncated);
+	tcase_add_test(codec, test_codec_version);
+	tcase_add_test(codec, test_codec_trailing);
+	tcase_add_test(codec, test_codec_nul);
+	tcase_add_test(codec, test_codec_lengths);
+	tcase_add_test(codec, test_codec_rcpt_state);
+	tcase_add_test(codec, test_codec_small_buffer);
+	tcase_add_test(codec, test_codec_long_string);
+	tcase_add_test(codec, test_codec_null_strings);
+	tcase_add_test(codec, test_state_names);
+	tcase_set_timeout(codec, 60);
+	suite_add_tcase(s, codec);
+	return unit_run(s);
+}
