@@ -202,6 +202,27 @@ int spool_own_create(struct spool *sp, const char *qid)
 	return openat(sp->owndir, qid, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
 }
 
+/* spool_own_write - append n octets to an own file, all or nothing said */
+int spool_own_write(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (w == 0)
+				errno = EIO;
+			return -1;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
 /* spool_own_remove - remove a message's own file */
 int spool_own_remove(struct spool *sp, const char *qid)
 {

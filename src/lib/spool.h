@@ -37,6 +37,7 @@ int spool_sync_owndir(struct spool *sp);
 
 /* files */
 int spool_own_create(struct spool *sp, const char *qid);
+int spool_own_write(int fd, const void *buf, size_t n);
 int spool_own_remove(struct spool *sp, const char *qid);
 int spool_seg_remove(struct spool *sp, uint64_t id);
 int spool_seg_truncate(struct spool *sp, uint64_t id, uint64_t length);

@@ -223,7 +223,7 @@ static int close_seg(struct store_txn *txn, void *arg)
 /* commit_main - the committer loop */
 static void *commit_main(void *arg)
 {
-	size_t max = (size_t)ternd.conf->ternd.commit_batch_max;
+	size_t max = (size_t)ternd_conf()->ternd.commit_batch_max;
 	struct job *jobs[COMMIT_BATCH_LIMIT];
 	char err[256];
 

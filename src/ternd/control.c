@@ -116,7 +116,7 @@ void control_setup(void)
 	int is_unix;
 
 	snprintf(spec, sizeof(spec), "unix:%s", conf_control_socket(ternd.conf, path, sizeof(path)));
-	if ((control_fd = listen_open(spec, ternd.conf->global.user, &is_unix, err, sizeof(err))) < 0)
+	if ((control_fd = listen_open(spec, ternd_conf()->global.user, &is_unix, err, sizeof(err))) < 0)
 		log_fatal("cannot open the control socket: %s", err);
 }
 

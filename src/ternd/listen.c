@@ -173,7 +173,7 @@ static void *accept_loop(void *arg)
 
 			inet_ntop(ss.ss_family, a, addr, sizeof(addr));
 			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-			if (!cidr_list_match(ternd.conf->ternd.inbound_networks, (struct sockaddr *)&ss)) {
+			if (!cidr_list_match(ternd_conf()->ternd.inbound_networks, (struct sockaddr *)&ss)) {
 				log_warning("%s: refused connection from [%s]: not in inbound_networks",
 					    l->name, addr);
 				snprintf(msg, sizeof(msg), "554 5.7.1 %s Error: access denied for [%s]",
@@ -183,14 +183,14 @@ static void *accept_loop(void *arg)
 			}
 		}
 		pthread_mutex_lock(&ternd.lock);
-		busy = ternd.sessions >= ternd.conf->ternd.max_inbound_sessions || ternd.stopping;
+		busy = ternd.sessions >= ternd_conf()->ternd.max_inbound_sessions || ternd.stopping;
 		if (!busy)
 			ternd.sessions++;
 		pthread_mutex_unlock(&ternd.lock);
 		if (busy) {
 			log_warning("%s: refused connection from %s: max_inbound_sessions (%lld) reached",
 				    l->name, l->unix_socket ? "local" : addr,
-				    ternd.conf->ternd.max_inbound_sessions);
+				    ternd_conf()->ternd.max_inbound_sessions);
 			snprintf(msg, sizeof(msg), "421 4.3.2 %s Error: too many sessions, try again later",
 				 ternd.hostname);
 			refuse(fd, msg);
@@ -219,7 +219,7 @@ static void *accept_loop(void *arg)
 /* listen_setup - open the configured listeners (as root, before dropping) */
 void listen_setup(void)
 {
-	const struct conf_ternd *t = &ternd.conf->ternd;
+	const struct conf_ternd *t = &ternd_conf()->ternd;
 	const char *specs[2] = {t->lmtp_listen, t->smtp_listen};
 	char err[512];
 
@@ -228,7 +228,7 @@ void listen_setup(void)
 
 		if (specs[i][0] == '\0')
 			continue;
-		if ((l->fd = listen_open(specs[i], ternd.conf->global.user, &l->unix_socket,
+		if ((l->fd = listen_open(specs[i], ternd_conf()->global.user, &l->unix_socket,
 					 err, sizeof(err))) < 0)
 			log_fatal("cannot listen: %s", err);
 		l->lmtp = i == 0;

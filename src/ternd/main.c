@@ -115,10 +115,8 @@ static void reload(const char *path)
 	if (strcmp(conf->ternd.lmtp_listen, ternd.conf->ternd.lmtp_listen) != 0
 	    || strcmp(conf->ternd.smtp_listen, ternd.conf->ternd.smtp_listen) != 0)
 		log_warning("listener changes take a restart");
-	pthread_mutex_lock(&ternd.lock);
 	old = ternd.conf;
-	ternd.conf = conf;
-	pthread_mutex_unlock(&ternd.lock);
+	__atomic_store_n(&ternd.conf, conf, __ATOMIC_RELEASE);
 	retired[nretired++] = old;
 	log_info("configuration reloaded from %s", path);
 }

@@ -14,6 +14,9 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <sodium.h>
 
 #include "log.h"
 #include "queue_ops.h"
@@ -24,12 +27,23 @@ struct seg_list {
 	uint64_t *ids;
 	size_t n, cap;
 	int damaged;
+	uint64_t *cut;			/* segments that had bytes past their end */
+	size_t ncut;
+};
+
+/* A message whose body is to be checked against its digest. */
+struct check {
+	struct seg_list *l;
+	unsigned checked, bad;
+	char (*hold)[QID_LEN + 1];
+	size_t nhold;
 };
 
 /* keep_seg - remember a segment the database knows */
 static int keep_seg(const struct store_seg *seg, void *arg)
 {
 	struct seg_list *l = arg;
+	int rc;
 
 	if (l->n == l->cap) {
 		l->cap = l->cap ? 2 * l->cap : 64;
@@ -38,11 +52,65 @@ static int keep_seg(const struct store_seg *seg, void *arg)
 	l->ids[l->n++] = seg->id;
 	if (seg->live == 0)
 		return 0;	/* removed below */
-	if (spool_seg_truncate(ternd.spool, seg->id, seg->length) < 0) {
+	rc = spool_seg_truncate(ternd.spool, seg->id, seg->length);
+	if (rc == 1) {		/* a crash during an append: check what precedes it */
+		l->cut = xreallocarray(l->cut, l->ncut + 1, sizeof(*l->cut));
+		l->cut[l->ncut++] = seg->id;
+	}
+	if (rc < 0) {
 		log_error("spool segment %016" PRIx64 " is missing committed data (%s): "
 			  "%u queued message%s may have lost their body", seg->id, strerror(errno),
 			  seg->live, seg->live == 1 ? "" : "s");
 		l->damaged = 1;
+	}
+	return 0;
+}
+
+/* body_ok - does a message's stored body match its digest */
+static int body_ok(const struct q_msg *m)
+{
+	crypto_generichash_state h;
+	unsigned char digest[Q_DIGEST_BYTES], buf[65536];
+	uint64_t left = m->size;
+	off_t off;
+	int fd = spool_open_body(ternd.spool, m, &off);
+
+	if (fd < 0)
+		return 0;
+	crypto_generichash_init(&h, NULL, 0, sizeof(digest));
+	while (left > 0) {
+		ssize_t n = pread(fd, buf, left < sizeof(buf) ? (size_t)left : sizeof(buf), off);
+
+		if (n <= 0)
+			break;
+		crypto_generichash_update(&h, buf, (size_t)n);
+		off += n;
+		left -= (uint64_t)n;
+	}
+	close(fd);
+	crypto_generichash_final(&h, digest, sizeof(digest));
+	return left == 0 && memcmp(digest, m->digest, sizeof(digest)) == 0;
+}
+
+/* check_one - verify the digest of a message in a segment cut at recovery */
+static int check_one(const struct q_msg *m, const struct q_rcpt *r, size_t n, void *arg)
+{
+	struct check *c = arg;
+	int cut = 0;
+
+	(void)r;
+	(void)n;
+	for (size_t i = 0; i < c->l->ncut && !(m->flags & QMSG_OWNFILE); i++)
+		cut |= m->seg_id == c->l->cut[i];
+	if (!cut)
+		return 0;
+	c->checked++;
+	if (!body_ok(m)) {
+		log_error("%s: body does not match its digest: holding it (ternq show %s)",
+			  m->qid, m->qid);
+		c->bad++;
+		c->hold = xreallocarray(c->hold, c->nhold + 1, sizeof(*c->hold));
+		memcpy(c->hold[c->nhold++], m->qid, QID_LEN + 1);
 	}
 	return 0;
 }
@@ -121,6 +189,22 @@ int recover(char *err, size_t errlen)
 	store_foreach_seg(ternd.store, keep_seg, &known);
 	spool_foreach_seg_file(ternd.spool, seg_file, &known);
 	spool_foreach_own_file(ternd.spool, own_file, NULL);
+	if (known.ncut) {
+		struct check c = {.l = &known};
+
+		store_foreach(ternd.store, check_one, &c);
+		for (size_t i = 0; i < c.nhold; i++) {
+			struct queue_op_arg a = {.op = QOP_HOLD};
+
+			memcpy(a.qid, c.hold[i], QID_LEN + 1);
+			if (store_write(ternd.store, queue_op_write, &a, err, errlen) < 0)
+				return -1;
+		}
+		log_info("recovery: checked %u message bod%s after a crash, %u damaged", c.checked,
+			 c.checked == 1 ? "y" : "ies", c.bad);
+		free(c.hold);
+	}
+	free(known.cut);
 	free(known.ids);
 	if (store_get_meta(ternd.store, "last_qid", &last) < 0 || store_count(ternd.store, &count) < 0) {
 		snprintf(err, errlen, "cannot read the queue database");

@@ -43,6 +43,7 @@
 enum sess_state { S_OK, S_QUIT, S_FAIL };
 
 struct session {
+	const struct conf *conf;	/* the configuration when the session began */
 	int fd;
 	int lmtp;
 	char client[80];		/* "[addr]" or "local" */
@@ -96,7 +97,7 @@ static void session_fail(struct session *s, const char *fmt, ...)
 static void flush(struct session *s)
 {
 	size_t done = 0;
-	long long timeout = ternd.conf->ternd.command_timeout;
+	long long timeout = s->conf->ternd.command_timeout;
 
 	while (done < s->out_len && s->state != S_FAIL) {
 		struct pollfd p = {s->fd, POLLOUT, 0};
@@ -144,7 +145,7 @@ static void __attribute__((format(printf, 2, 3))) reply(struct session *s, const
 static void error_reply(struct session *s, const char *text)
 {
 	reply(s, "%s", text);
-	if (++s->errors >= ternd.conf->ternd.max_errors) {
+	if (++s->errors >= s->conf->ternd.max_errors) {
 		reply(s, "421 4.7.0 %s Error: too many errors", ternd.hostname);
 		flush(s);
 		session_fail(s, "too many errors");
@@ -216,7 +217,7 @@ static char *read_line(struct session *s, size_t *len)
 			toolong = 1;	/* discard up to the newline */
 			s->in_pos = s->in_len;
 		}
-		if (!fill(s, ternd.conf->ternd.command_timeout))
+		if (!fill(s, s->conf->ternd.command_timeout))
 			return NULL;
 	}
 }
@@ -241,9 +242,8 @@ static void txn_reset(struct session *s)
 }
 
 /* route_of - the peer for a recipient address, or NULL */
-static const char *route_of(const char *addr)
+static const char *route_of(const struct conf *c, const char *addr)
 {
-	const struct conf *c = ternd.conf;
 	const char *at = strrchr(addr, '@'), *domain = at ? at + 1 : "";
 	const char *best = NULL;
 	size_t dlen = strlen(domain), best_len = 0;
@@ -269,7 +269,7 @@ static const char *route_of(const char *addr)
 }
 
 /* storage_ok - room for one more message (queue_minfree, max_queue_messages) */
-static int storage_ok(void)
+static int storage_ok(const struct conf *conf)
 {
 	struct statvfs fs;
 	uint64_t queued;
@@ -277,10 +277,10 @@ static int storage_ok(void)
 	pthread_mutex_lock(&ternd.lock);
 	queued = ternd.queued;
 	pthread_mutex_unlock(&ternd.lock);
-	if (queued >= (uint64_t)ternd.conf->ternd.max_queue_messages)
+	if (queued >= (uint64_t)conf->ternd.max_queue_messages)
 		return 0;
-	if (statvfs(ternd.conf->global.spool_dir, &fs) == 0
-	    && (unsigned long long)fs.f_bavail * fs.f_frsize < ternd.conf->ternd.queue_minfree)
+	if (statvfs(conf->global.spool_dir, &fs) == 0
+	    && (unsigned long long)fs.f_bavail * fs.f_frsize < conf->ternd.queue_minfree)
 		return 0;
 	return 1;
 }
@@ -288,7 +288,7 @@ static int storage_ok(void)
 /* do_helo - HELO, EHLO, LHLO */
 static void do_helo(struct session *s, const struct smtp_cmd *cmd)
 {
-	const struct conf_ternd *t = &ternd.conf->ternd;
+	const struct conf_ternd *t = &s->conf->ternd;
 
 	if (s->lmtp != (cmd->verb == CMD_LHLO)) {
 		error_reply(s, s->lmtp ? "500 5.5.1 Error: this is LMTP: send LHLO"
@@ -318,7 +318,7 @@ static void do_helo(struct session *s, const struct smtp_cmd *cmd)
 /* do_mail - MAIL FROM: start a transaction */
 static void do_mail(struct session *s, const struct smtp_cmd *cmd)
 {
-	const struct conf_ternd *t = &ternd.conf->ternd;
+	const struct conf_ternd *t = &s->conf->ternd;
 
 	if (!s->greeted) {
 		error_reply(s, s->lmtp ? "503 5.5.1 Error: send LHLO first"
@@ -337,7 +337,7 @@ static void do_mail(struct session *s, const struct smtp_cmd *cmd)
 		error_reply(s, "552 5.3.4 Error: message size exceeds fixed limit");
 		return;
 	}
-	if (!storage_ok()) {
+	if (!storage_ok(s->conf)) {
 		log_warning("NOQUEUE: reject: MAIL from %s: 452 4.3.1 insufficient system storage "
 			    "(queue_minfree or max_queue_messages)", s->client);
 		reply(s, "452 4.3.1 Error: insufficient system storage");
@@ -379,7 +379,7 @@ static void do_rcpt(struct session *s, const struct smtp_cmd *cmd)
 		error_reply(s, "503 5.5.1 Error: RCPT after BDAT");
 		return;
 	}
-	if (s->nrcpts >= (size_t)ternd.conf->ternd.recipient_limit) {
+	if (s->nrcpts >= (size_t)s->conf->ternd.recipient_limit) {
 		reply(s, "452 4.5.3 Error: too many recipients");
 		return;
 	}
@@ -387,7 +387,7 @@ static void do_rcpt(struct session *s, const struct smtp_cmd *cmd)
 		error_reply(s, "553 5.6.7 Error: this address needs MAIL FROM ... SMTPUTF8");
 		return;
 	}
-	if ((peer = route_of(cmd->addr)) == NULL) {
+	if ((peer = route_of(s->conf, cmd->addr)) == NULL) {
 		reply(s, "550 5.4.4 <%s>: Recipient address rejected: no route to this domain",
 		      cmd->addr);
 		return;
@@ -437,20 +437,9 @@ static void content_start(struct session *s)
 /* own_write - append octets to the message's own spool file */
 static int own_write(struct session *s, const char *p, size_t n)
 {
-	while (n > 0) {
-		ssize_t w = write(s->own_fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			if (w == 0)
-				errno = EIO;
-			return -1;
-		}
-		p += w;
-		n -= (size_t)w;
-		s->own_len += (size_t)w;
-	}
+	if (spool_own_write(s->own_fd, p, n) < 0)
+		return -1;
+	s->own_len += n;
 	return 0;
 }
 
@@ -475,7 +464,7 @@ static int spill(struct session *s)
  * large_message_threshold, then in a file of the message's own */
 static void content_add(struct session *s, const char *p, size_t n)
 {
-	size_t limit = (size_t)ternd.conf->ternd.large_message_threshold;
+	size_t limit = (size_t)s->conf->ternd.large_message_threshold;
 
 	crypto_generichash_update(&s->hash, (const unsigned char *)p, n);
 	if (s->peek_len < PEEK_SIZE) {
@@ -667,7 +656,7 @@ static void do_data(struct session *s)
 		s->in_pos += used;
 		if (end)
 			break;
-		if (!fill(s, ternd.conf->ternd.data_timeout)) {
+		if (!fill(s, s->conf->ternd.data_timeout)) {
 			txn_reset(s);
 			return;
 		}
@@ -689,7 +678,7 @@ static void do_bdat(struct session *s, const struct smtp_cmd *cmd)
 		size_t avail = s->in_len - s->in_pos, used;
 
 		if (avail == 0) {
-			if (!fill(s, ternd.conf->ternd.data_timeout)) {
+			if (!fill(s, s->conf->ternd.data_timeout)) {
 				txn_reset(s);
 				return;
 			}
@@ -788,13 +777,15 @@ static void command(struct session *s, char *line, size_t len)
 void session_run(int fd, int lmtp, const char *client)
 {
 	struct session *s = xcalloc(1, sizeof(*s));
-	const struct conf_ternd *t = &ternd.conf->ternd;
+	const struct conf *conf = ternd_conf();
+	const struct conf_ternd *t = &conf->ternd;
 	struct smtp_data_limits limits = {
 		.max_size = t->message_size_limit,
 		.max_line = (size_t)t->line_length_limit,
 		.normalize = t->bare_newline == BARENL_NORMALIZE,
 	};
 
+	s->conf = conf;
 	s->fd = fd;
 	s->lmtp = lmtp;
 	s->own_fd = -1;

@@ -54,6 +54,13 @@ struct ternd {
 
 extern struct ternd ternd;
 
+/* ternd_conf - the current configuration (SIGHUP may replace it; old ones
+ * stay allocated until exit, so a pointer taken here stays valid) */
+static inline const struct conf *ternd_conf(void)
+{
+	return __atomic_load_n(&ternd.conf, __ATOMIC_ACQUIRE);
+}
+
 void commit_start(void);
 void commit_stop(void);
 int commit_submit(struct job *job);

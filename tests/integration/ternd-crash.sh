@@ -56,5 +56,6 @@ ternq_ list --json | python3 -c 'import json,sys; [print(json.loads(l)["spool_fi
 (cd "$TERND_DIR/spool" && ls seg/* own/* 2>/dev/null | sort) >"$top/files.have"
 tap_is "spool files are exactly those of queued messages (no orphans)" \
 	"$(diff "$top/files.have" "$top/files.want" && echo same)" same
+tap_is "recovery found no damaged body" "$(grep -c 'recovery: checked .*, [1-9][0-9]* damaged' "$TERND_LOG")" 0
 tap_check "no sanitizer reports" ternd_sanitizer_clean
 tap_done

@@ -227,6 +227,42 @@ START_TEST(test_documented)
 }
 END_TEST
 
+/* The example configuration parses, and shows every parameter at its
+ * default ("#name = default"), so that it stays a complete reference. */
+START_TEST(test_example)
+{
+	const char *srcdir = getenv("top_srcdir");
+	char path[4096], err[512], want[512];
+	struct conf *c;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/contrib/tern.conf.example", srcdir ? srcdir : ".");
+	c = conf_load(path, err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	conf_free(&c);
+	fp = fopen(path, "r");
+	ck_assert_ptr_nonnull(fp);
+	ck_assert_int_ge(getdelim(&text, &len, '\0', fp), 0);
+	fclose(fp);
+	for (size_t i = 0; i < conf_nsections; i++)
+		for (size_t j = 0; j < conf_sections[i].nparams; j++) {
+			const struct conf_param *p = &conf_sections[i].params[j];
+
+			if (strncmp(p->def, SYSCONFDIR, strlen(SYSCONFDIR)) == 0)	/* install path */
+				snprintf(want, sizeof(want), "\n#%s = ", p->name);
+			else if (p->def[0] == '\0')
+				snprintf(want, sizeof(want), "\n#%s =\n", p->name);
+			else
+				snprintf(want, sizeof(want), "\n#%s = %s\n", p->name, p->def);
+			ck_assert_msg(strstr(text, want) != NULL, "contrib/tern.conf.example lacks \"%s\"",
+				      want + 1);
+		}
+	free(text);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("conf");
@@ -239,6 +275,7 @@ int main(void)
 	tcase_add_test(tc, test_file);
 	tcase_add_test(tc, test_print);
 	tcase_add_test(tc, test_documented);
+	tcase_add_test(tc, test_example);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }
