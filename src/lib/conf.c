@@ -49,6 +49,11 @@ static const struct conf_param ternd_params[] = {
 #include "conf_ternd.def"
 };
 #undef SECTION_STRUCT
+#define SECTION_STRUCT struct conf_peer
+static const struct conf_param peer_params[] = {
+#include "conf_peer.def"
+};
+#undef SECTION_STRUCT
 #undef P
 
 #define TABLE(t) t, sizeof(t) / sizeof(t[0])
@@ -56,7 +61,7 @@ const struct conf_section conf_sections[] = {
 	{"global", TABLE(global_params), 0, 0},
 	{"milter", TABLE(milter_params), 0, 0},
 	{"ternd", TABLE(ternd_params), 0, 0},
-	{"peer", NULL, 0, 1, 0},
+	{"peer", TABLE(peer_params), 1, 0},
 	{"routes", NULL, 0, 0, 1},
 	{"report", NULL, 0, 0, 0},
 };
@@ -65,6 +70,7 @@ const size_t conf_nsections = sizeof(conf_sections) / sizeof(conf_sections[0]);
 static const char *const action_names[] = {"reject", "tempfail", "tag", "off", NULL};
 static const char *const onerror_names[] = {"accept", "tempfail", NULL};
 static const char *const barenl_names[] = {"reject", "normalize", NULL};
+static const char *const tls_names[] = {"none", "may", "encrypt", "verify", NULL};
 
 /* Parser state shared by the line reader and the libinih handler. */
 struct conf_parse {
@@ -130,9 +136,11 @@ static struct conf_peer *find_peer(const struct conf *conf, const char *name)
 	return NULL;
 }
 
-/* section_base - where the values of a section live */
-static void *section_base(struct conf *conf, const struct conf_section *sec)
+/* section_base - where the values of a section live; arg names the peer */
+static void *section_base(struct conf *conf, const struct conf_section *sec, const char *arg)
 {
+	if (strcmp(sec->name, "peer") == 0)
+		return find_peer(conf, arg);
 	if (strcmp(sec->name, "global") == 0)
 		return &conf->global;
 	if (strcmp(sec->name, "milter") == 0)
@@ -201,6 +209,11 @@ static const char *conf_set(enum conf_type type, void *field, const char *value)
 		if ((i = parse_enum(value, barenl_names)) < 0)
 			return "expected reject or normalize";
 		*(enum conf_barenl *)field = (enum conf_barenl)i;
+		return NULL;
+	case CT_TLS:
+		if ((i = parse_enum(value, tls_names)) < 0)
+			return "expected none, may, encrypt or verify";
+		*(enum conf_tls *)field = (enum conf_tls)i;
 		return NULL;
 	case CT_CIDRS: {
 		struct cidr_list *list = cidr_list_parse(value, &why);
@@ -313,6 +326,7 @@ static void conf_section_line(struct conf_parse *ps, const char *line)
 		}
 		conf->peers = xreallocarray(conf->peers, conf->npeers + 1, sizeof(*conf->peers));
 		memset(&conf->peers[conf->npeers], 0, sizeof(conf->peers[0]));
+		conf_set_defaults(sec, &conf->peers[conf->npeers]);
 		conf->peers[conf->npeers++].name = xstrdup(arg);
 	}
 }
@@ -384,12 +398,12 @@ static void conf_apply(struct conf_parse *ps)
 
 	for (size_t i = 0; i < conf->nsettings && !ps->failed; i++) {
 		const struct conf_setting *s = &conf->settings[i];
-		char secname[128] = "";
+		char secname[128] = "", secarg[128] = "";
 		const struct conf_section *sec;
 		const struct conf_param *p;
 		const char *why;
 
-		sscanf(s->section, "%127s", secname);
+		sscanf(s->section, "%127s %127s", secname, secarg);
 		if ((sec = find_section(secname)) == NULL) {	/* checked by the reader */
 			conf_fail(ps, s->line, "unknown section [%s]", s->section);
 			return;
@@ -427,7 +441,7 @@ static void conf_apply(struct conf_parse *ps)
 			conf_fail(ps, s->line, "unknown parameter \"%s\" in [%s]", s->name, secname);
 			return;
 		}
-		why = conf_set(p->type, (char *)section_base(conf, sec) + p->offset, s->value);
+		why = conf_set(p->type, (char *)section_base(conf, sec, secarg) + p->offset, s->value);
 		if (why) {
 			conf_fail(ps, s->line, "%s = %s: %s", s->name, s->value, why);
 			return;
@@ -513,8 +527,10 @@ void conf_free(struct conf **confp)
 	conf_free_values(find_section("global"), &conf->global);
 	conf_free_values(find_section("milter"), &conf->milter);
 	conf_free_values(find_section("ternd"), &conf->ternd);
-	for (size_t i = 0; i < conf->npeers; i++)
+	for (size_t i = 0; i < conf->npeers; i++) {
+		conf_free_values(find_section("peer"), &conf->peers[i]);
 		free(conf->peers[i].name);
+	}
 	free(conf->peers);
 	for (size_t i = 0; i < conf->nroutes; i++) {
 		free(conf->routes[i].domain);
@@ -582,4 +598,41 @@ const char *conf_hostname(const struct conf *conf)
 	if (name[0] == '\0' && (gethostname(name, sizeof(name) - 1) < 0 || name[0] == '\0'))
 		snprintf(name, sizeof(name), "localhost");
 	return name;
+}
+
+/* conf_peer_find - a peer by name, or NULL */
+const struct conf_peer *conf_peer_find(const struct conf *conf, const char *name)
+{
+	return find_peer(conf, name);
+}
+
+/* conf_tls_name - the tern.conf spelling of a TLS policy */
+const char *conf_tls_name(enum conf_tls tls)
+{
+	return tls_names[tls];
+}
+
+/* conf_route - the peer for a recipient address by [routes]: the exact
+ * domain, else the longest ".suffix", else "*"; NULL if none */
+const char *conf_route(const struct conf *c, const char *addr)
+{
+	const char *at = strrchr(addr, '@'), *domain = at ? at + 1 : "";
+	const char *best = NULL, *star = NULL;
+	size_t dlen = strlen(domain), best_len = 0;
+
+	for (size_t i = 0; i < c->nroutes; i++) {
+		const char *d = c->routes[i].domain;
+		size_t len = strlen(d);
+
+		if (strcasecmp(d, domain) == 0)
+			return c->routes[i].peer;
+		if (strcmp(d, "*") == 0)
+			star = c->routes[i].peer;
+		else if (d[0] == '.' && dlen > len && strcasecmp(domain + dlen - len, d) == 0
+			 && len > best_len) {
+			best = c->routes[i].peer;
+			best_len = len;
+		}
+	}
+	return best ? best : star;
 }

@@ -20,9 +20,10 @@
 enum conf_action { ACTION_REJECT, ACTION_TEMPFAIL, ACTION_TAG, ACTION_OFF };
 enum conf_onerror { ONERROR_ACCEPT, ONERROR_TEMPFAIL };
 enum conf_barenl { BARENL_REJECT, BARENL_NORMALIZE };
+enum conf_tls { TLS_NONE, TLS_MAY, TLS_ENCRYPT, TLS_VERIFY };
 
 enum conf_type {
-	CT_STR, CT_BOOL, CT_INT, CT_SIZE, CT_TIME, CT_ACTION, CT_ONERROR, CT_BARENL, CT_CIDRS
+	CT_STR, CT_BOOL, CT_INT, CT_SIZE, CT_TIME, CT_ACTION, CT_ONERROR, CT_BARENL, CT_TLS, CT_CIDRS
 };
 
 /* C types of each configuration type; TIME is in milliseconds. */
@@ -34,6 +35,7 @@ enum conf_type {
 #define CONF_CTYPE_ACTION enum conf_action
 #define CONF_CTYPE_ONERROR enum conf_onerror
 #define CONF_CTYPE_BARENL enum conf_barenl
+#define CONF_CTYPE_TLS enum conf_tls
 #define CONF_CTYPE_CIDRS struct cidr_list *
 
 #define P(name, type, def, doc) CONF_CTYPE_##type name;
@@ -46,15 +48,15 @@ struct conf_milter {
 struct conf_ternd {
 #include "conf_ternd.def"
 };
+struct conf_peer {
+	char *name;
+#include "conf_peer.def"
+};
 #undef P
 
 struct conf_route {
 	char *domain;		/* "example.org", ".example.org" or "*" */
 	char *peer;
-};
-
-struct conf_peer {
-	char *name;
 };
 
 /* One "name = value" line as written, for -n and error messages. */
@@ -105,6 +107,9 @@ void conf_print_defaults(FILE *fp);
 void conf_print_settings(FILE *fp, const struct conf *conf);
 const char *conf_control_socket(const struct conf *conf, char *buf, size_t buflen);
 const char *conf_hostname(const struct conf *conf);
+const struct conf_peer *conf_peer_find(const struct conf *conf, const char *name);
+const char *conf_tls_name(enum conf_tls tls);
+const char *conf_route(const struct conf *conf, const char *addr);
 const char *conf_action_name(enum conf_action action);
 
 #endif

@@ -9,6 +9,7 @@
  * locale); never send anything to the null sender.
  *
  * Decisions the header leaves open:
+ * - Dates are UTC ("+0000"): the local zone would need the environment.
  * - Sanitizing: reply text and other diagnostics become printable ASCII
  *   with white space and controls collapsed to one space, then are cut
  *   at DSN_DIAG_MAX and folded (at spaces, else inside a word) into
@@ -364,19 +365,30 @@ static void put_folded(struct dsn_buf *b, const char *prefix, const char *text, 
 	buf_put(b, "\r\n", 2);
 }
 
-/* fmt_date - RFC 5322 date-time in UTC; -1 if t is out of range */
+/*
+ * fmt_date - RFC 5322 date-time in UTC; -1 if t is before 1970 or after
+ * 9999. Computed here (days to civil date, H. Hinnant's algorithm), not
+ * with gmtime_r, which may read TZ and apply leap seconds from tz data.
+ */
 static int fmt_date(char out[40], time_t t)
 {
-	static const char days[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
-	static const char months[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
-					   "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
-	struct tm tm;
+	static const char days[7][4] = {"Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"};
+	static const char months[12][4] = {"Mar", "Apr", "May", "Jun", "Jul", "Aug",
+					   "Sep", "Oct", "Nov", "Dec", "Jan", "Feb"};
+	long long s = (long long)t, z, era, doe, yoe, doy, mp, y;
 
-	if (gmtime_r(&t, &tm) == NULL || tm.tm_year < 70 || tm.tm_year > 9999 - 1900)
+	if (t < 0 || s > 253402300799LL)	/* 9999-12-31 23:59:59 */
 		return -1;
-	snprintf(out, 40, "%s, %d %s %04d %02d:%02d:%02d +0000", days[tm.tm_wday % 7],
-		 tm.tm_mday, months[tm.tm_mon % 12], tm.tm_year + 1900, tm.tm_hour, tm.tm_min,
-		 tm.tm_sec);
+	z = s / 86400 + 719468;			/* days since 0000-03-01 */
+	era = z / 146097;
+	doe = z - era * 146097;
+	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	mp = (5 * doy + 2) / 153;		/* months since March */
+	y = yoe + era * 400 + (mp >= 10);
+	snprintf(out, 40, "%s, %d %s %04lld %02d:%02d:%02d +0000", days[s / 86400 % 7],
+		 (int)(doy - (153 * mp + 2) / 5 + 1), months[mp], y, (int)(s % 86400 / 3600),
+		 (int)(s % 3600 / 60), (int)(s % 60));
 	return 0;
 }
 

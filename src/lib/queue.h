@@ -24,6 +24,8 @@
 #define QMSG_OWNFILE 0x0010		/* body in a file of its own, not a segment */
 #define QMSG_LMTP 0x0020		/* received over LMTP (else ESMTP) */
 
+#define Q_NEXT_HELD (UINT64_MAX / 2)	/* next attempt of held mail: never due */
+
 enum rcpt_state { RCPT_QUEUED, RCPT_DEFERRED, RCPT_SENT, RCPT_BOUNCED };
 
 struct q_msg {

@@ -71,7 +71,20 @@ int queue_op_write(struct store_txn *txn, void *arg)
 			m.flags |= QMSG_HOLD;
 		else
 			m.flags &= ~(uint32_t)QMSG_HOLD;
-		rc = store_put_msg(txn, &m);
+		if ((rc = store_put_msg(txn, &m)) != 0)
+			break;
+		/* Held mail is parked in the schedule, so nothing looks at it;
+		 * released mail is due at once. */
+		store_txn_get_rcpts(txn, a->qid, &rcpts, &n);
+		for (size_t i = 0; i < n && rc == 0; i++) {
+			uint64_t old = rcpts[i].next_us;
+
+			if (rcpts[i].state != RCPT_QUEUED && rcpts[i].state != RCPT_DEFERRED)
+				continue;
+			rcpts[i].next_us = a->op == QOP_HOLD ? Q_NEXT_HELD : a->now_us;
+			rc = store_put_rcpt(txn, a->qid, &rcpts[i], old);
+		}
+		q_rcpts_free(&rcpts, n);
 		break;
 	case QOP_DELETE:
 		rc = op_delete(txn, a, &m);

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "relay.h"
 #include "ternd.h"
 
 #define COMMIT_BATCH_LIMIT 1024
@@ -180,6 +181,8 @@ static void finish(struct job **jobs, size_t n, int result, const char *err)
 	}
 	pthread_cond_broadcast(&ternd.done);
 	pthread_mutex_unlock(&ternd.lock);
+	if (result == 0)
+		relay_kick();	/* new mail may be due now */
 }
 
 static uint64_t last_seg;		/* the highest segment number used */

@@ -27,6 +27,7 @@
 #include "listen.h"
 #include "log.h"
 #include "privs.h"
+#include "relay.h"
 #include "ternd.h"
 #include "xalloc.h"
 
@@ -138,6 +139,7 @@ static void drain(void)
 		log_warning("stopping with %d session%s open: their messages were not acknowledged",
 			    ternd.sessions, ternd.sessions == 1 ? "" : "s");
 	pthread_mutex_unlock(&ternd.lock);
+	relay_stop();
 	commit_stop();
 }
 
@@ -232,6 +234,7 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	commit_start();
+	relay_start();
 	control_start();
 	listen_start();
 	log_info("started: lmtp %s, smtp %s", ternd.conf->ternd.lmtp_listen[0]

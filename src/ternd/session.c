@@ -241,33 +241,6 @@ static void txn_reset(struct session *s)
 	s->own_failed = 0;
 }
 
-/* route_of - the peer for a recipient address, or NULL */
-static const char *route_of(const struct conf *c, const char *addr)
-{
-	const char *at = strrchr(addr, '@'), *domain = at ? at + 1 : "";
-	const char *best = NULL;
-	size_t dlen = strlen(domain), best_len = 0;
-
-	for (size_t i = 0; i < c->nroutes; i++) {
-		const char *d = c->routes[i].domain;
-		size_t len = strlen(d);
-
-		if (strcasecmp(d, domain) == 0)
-			return c->routes[i].peer;
-		if (d[0] == '.' && dlen > len && strcasecmp(domain + dlen - len, d) == 0
-		    && len > best_len) {
-			best = c->routes[i].peer;
-			best_len = len;
-		}
-	}
-	if (best)
-		return best;
-	for (size_t i = 0; i < c->nroutes; i++)
-		if (strcmp(c->routes[i].domain, "*") == 0)
-			return c->routes[i].peer;
-	return NULL;
-}
-
 /* storage_ok - room for one more message (queue_minfree, max_queue_messages) */
 static int storage_ok(const struct conf *conf)
 {
@@ -387,7 +360,7 @@ static void do_rcpt(struct session *s, const struct smtp_cmd *cmd)
 		error_reply(s, "553 5.6.7 Error: this address needs MAIL FROM ... SMTPUTF8");
 		return;
 	}
-	if ((peer = route_of(s->conf, cmd->addr)) == NULL) {
+	if ((peer = conf_route(s->conf, cmd->addr)) == NULL) {
 		reply(s, "550 5.4.4 <%s>: Recipient address rejected: no route to this domain",
 		      cmd->addr);
 		return;

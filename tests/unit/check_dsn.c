@@ -724,6 +724,46 @@ START_TEST(test_fields)
 }
 END_TEST
 
+/* Dates: UTC, computed without the C library's zone machinery. */
+static const struct {
+	time_t t;
+	const char *date;		/* NULL: refused */
+} dates[] = {
+	{0, "Date: Thu, 1 Jan 1970 00:00:00 +0000\r\n"},
+	{951782400, "Date: Tue, 29 Feb 2000 00:00:00 +0000\r\n"},
+	{1709251199, "Date: Thu, 29 Feb 2024 23:59:59 +0000\r\n"},
+	{T_NOW, "Date: Fri, 29 Nov 2024 22:00:00 +0000\r\n"},
+	{4102444800, "Date: Fri, 1 Jan 2100 00:00:00 +0000\r\n"},
+	{253402300799, "Date: Fri, 31 Dec 9999 23:59:59 +0000\r\n"},
+	{253402300800, NULL},
+	{-1, NULL},
+};
+
+START_TEST(test_dates)
+{
+	struct dsn_msg m = msg_basic();
+	struct dsn_buf b = {0};
+	char arrival[80];
+
+	m.now = dates[_i].t;
+	m.arrival = dates[_i].t;
+	if (dates[_i].date == NULL) {
+		errno = 0;
+		ck_assert_int_eq(dsn_build(&m, &b), -1);
+		ck_assert_int_eq(errno, EINVAL);
+	} else {
+		ck_assert_int_eq(dsn_build(&m, &b), 0);
+		ck_assert(strncmp(b.data, dates[_i].date, strlen(dates[_i].date)) == 0);
+		snprintf(arrival, sizeof(arrival), "\r\nArrival-%s", dates[_i].date);
+		if (dates[_i].t != 0)		/* 0: no arrival date */
+			ck_assert(strstr(b.data, arrival) != NULL);
+		else
+			ck_assert_ptr_null(strstr(b.data, "Arrival-Date:"));
+	}
+	dsn_buf_free(&b);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("dsn");
@@ -741,6 +781,7 @@ int main(void)
 	tcase_add_test(tc, test_boundary);
 	tcase_add_test(tc, test_8bit);
 	tcase_add_test(tc, test_fields);
+	tcase_add_loop_test(tc, test_dates, 0, N_ELEMENTS(dates));
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }

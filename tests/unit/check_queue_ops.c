@@ -251,24 +251,31 @@ START_TEST(test_hold_release)
 		ck_assert_str_eq(m.sender, want.sender);
 		ck_assert_str_eq(m.client, want.client);
 		ck_assert_uint_eq(n, N_ELEMENTS(rcpts));
-		ck_assert_uint_eq(r[2].next_us, 5000);
+		ck_assert_uint_eq(r[2].next_us, Q_NEXT_HELD);	/* parked: never due */
 		q_rcpts_free(&r, n);
 		q_msg_clear(&m);
+	}
+	{
+		static const struct due held_due[] = {
+			{1000, QB, 0}, {5000, QB, 2}, {Q_NEXT_HELD, QA, 0}, {Q_NEXT_HELD, QA, 2},
+		};
+
+		due_expect(held_due, N_ELEMENTS(held_due));
 	}
 	get_msg(QB, &m);			/* only the one named */
 	ck_assert_uint_eq(m.flags, flags);
 	q_msg_clear(&m);
 	for (int round = 0; round < 2; round++) {
-		run(QOP_RELEASE, QA, 0, &a);
+		run(QOP_RELEASE, QA, 7000, &a);
 		ck_assert_int_eq(a.found, 1);
 		get_msg(QA, &m);
 		ck_assert_uint_eq(m.flags, flags);
 		q_msg_clear(&m);
 	}
-	/* the schedule is not touched by either */
+	/* released: due at once (the release time) */
 	{
 		static const struct due want_due[] = {
-			{1000, QA, 0}, {1000, QB, 0}, {5000, QA, 2}, {5000, QB, 2},
+			{1000, QB, 0}, {5000, QB, 2}, {7000, QA, 0}, {7000, QA, 2},
 		};
 
 		due_expect(want_due, N_ELEMENTS(want_due));

@@ -1,0 +1,522 @@
+#!/bin/bash
+# ingest.sh - durable ingest: ternd vs a queue-only Postfix vs smtp-sink.
+#
+# What it measures: how many messages per second three servers accept on
+# 127.0.0.1 from the same clients, in one run:
+#
+#     ternd     ternd's SMTP listener; it answers 250 only after fdatasync of
+#               the spool and a synchronous LMDB commit (group committed)
+#     postfix   an isolated Postfix whose smtpd + cleanup write and fsync the
+#               queue file as usual, but which never delivers (see below)
+#     sink      smtp-sink: no durability at all, the protocol ceiling
+#
+# ternd's state and spool and Postfix's queue are on the same real file
+# system, below BENCH_TMPDIR (not tmpfs: durability costs are the point).
+# The clients, each with SESSIONS parallel sessions of SIZE-byte messages:
+#
+#     source    smtp-source -s SESSIONS -l SIZE -m MESSAGES ... (no -d: a
+#               new session per message; one command, one reply, no
+#               pipelining); msgs/s from its wall time
+#     blast     bench/smtp-blast -c SESSIONS -n MESSAGES -s SIZE: one
+#               connection per session, MAIL+RCPT+DATA pipelined; msgs/s
+#               and p50/p99 accept latency (end of content -> final reply)
+#     bdat      smtp-blast -B: MAIL+RCPT+BDAT LAST+content in one write.
+#               smtp-sink does not offer CHUNKING, so that cell is skipped
+#
+# Every run gets a fresh, empty server (new ternd state/spool dirs, a new
+# Postfix instance, a new smtp-sink), and checks that the server holds
+# exactly MESSAGES messages afterwards.  Within a round each client runs
+# against the three servers back to back, in an order that rotates from
+# round to round (ternd/postfix/sink, postfix/sink/ternd, ...), so that
+# the figures compared were measured close together on a noisy box.  The
+# summary gives per client the median msgs/s of each server, the ratios
+# ternd/postfix (target >= 10) and ternd/sink (target >= 0.8), and ternd's
+# P99 accept latency (target < 5 ms).  It also measures the file system's
+# raw fdatasync latency before and after the runs: that bounds what any
+# durable server can do.
+#
+# Keeping Postfix from delivering: "master_service_disable = qmgr/unix
+# qmgr/fifo".  master then never starts the queue manager, so each message
+# stays in incoming/ exactly as smtpd+cleanup wrote it: the queue file
+# write, its fsync and the 250 are unchanged, and nothing else (no active
+# queue, no delivery attempt, no deferred-queue rewrite, no bounce logs)
+# competes for the disk and the CPU.  The syntax is name/type, and this
+# instance's qmgr is a "unix" service: "qmgr.fifo" would silently disable
+# nothing.  The one side effect is a cleanup warning per message ("unable
+# to look up public/qmgr"), a log line in place of the usual qmgr wake-up.
+# defer_transports was rejected: qmgr would still move every message to
+# active/ and then rewrite it into deferred/ with a defer log, doubling
+# Postfix's disk work; a HOLD action adds a rename into hold/.
+#
+# How to run (as root; needs postfix, smtp-source, smtp-sink, python3, a
+# built tree: make -j2, in-tree or in build/; binaries are copied first, so
+# a rebuild cannot disturb a run):
+#
+#     sudo bench/ingest.sh                                    # full run
+#     sudo MESSAGES=2000 ROUNDS=1 bench/ingest.sh             # quick run
+#
+# About 10-15 min on 2 cores with the defaults (Postfix is the slow part).
+#
+# Environment (defaults in brackets):
+#     MESSAGES [20000]  messages per run       SESSIONS [20]  parallel sessions
+#     SIZE [10240]      bytes per message      ROUNDS [3]     rounds
+#     CLIENTS [source blast bdat]   which clients to run
+#     SERVERS [ternd postfix sink]  which servers to run
+#     WARMUP [500]      untimed messages per server before round 1 (0: none)
+#     BENCH_TMPDIR [/var/tmp]  where queues live; must not be tmpfs/ramfs
+#                       (ALLOW_TMPFS=1 overrides, for a diagnostic only)
+#     FSYNC_PROBES [200]  iterations of the fdatasync latency probe
+#     RUN_TIMEOUT [900] seconds before a client is considered stuck
+#     TERND, TERNQ, SMTP_BLAST  binaries [in-tree, else build/]
+#
+# Output: the exact command, environment facts, one line per run and a
+# summary.  Not a test: no TAP; exits non-zero only if a run fails (a
+# client error, or a server that does not hold every accepted message).
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+top_src=$(cd "$here/.." && pwd)
+cmdline="$0${*:+ $*}"
+
+MESSAGES=${MESSAGES:-20000}
+SESSIONS=${SESSIONS:-20}
+SIZE=${SIZE:-10240}
+ROUNDS=${ROUNDS:-3}
+WARMUP=${WARMUP:-500}
+FSYNC_PROBES=${FSYNC_PROBES:-200}
+RUN_TIMEOUT=${RUN_TIMEOUT:-900}
+CLIENTS=${CLIENTS:-source blast bdat}
+SERVERS=${SERVERS:-ternd postfix sink}
+BENCH_TMPDIR=${BENCH_TMPDIR:-/var/tmp}
+
+# built - print the in-tree binary if it exists, else the one in build/
+built() {
+	if [ -x "$top_src/$1" ]; then echo "$top_src/$1"; else echo "$top_src/build/$1"; fi
+}
+ternd_bin=${TERND:-$(built src/ternd/ternd)}
+ternq_bin=${TERNQ:-$(built src/ternq/ternq)}
+blast_bin=${SMTP_BLAST:-$(built bench/smtp-blast)}
+
+# die - print an error to stderr and exit 1 (the EXIT trap cleans up)
+die() {
+	echo "ingest: $*" >&2
+	exit 1
+}
+
+[ "$(id -u)" -eq 0 ] || die "must run as root (postfix start, ternd drops to user tern)"
+for cmd in postfix postconf smtp-source smtp-sink python3 ss; do
+	command -v "$cmd" >/dev/null || die "$cmd not installed"
+done
+for b in "$ternd_bin" "$ternq_bin" "$blast_bin"; do
+	[ -x "$b" ] || die "$b not built (run make -j2 in $top_src or build/)"
+done
+for v in MESSAGES SESSIONS SIZE ROUNDS WARMUP FSYNC_PROBES RUN_TIMEOUT; do
+	[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer"
+done
+[ "$MESSAGES" -gt 0 ] && [ "$ROUNDS" -gt 0 ] && [ "$SESSIONS" -gt 0 ] ||
+	die "MESSAGES, SESSIONS and ROUNDS must be > 0"
+for c in $CLIENTS; do case $c in source | blast | bdat) ;; *) die "unknown client $c" ;; esac; done
+for s in $SERVERS; do case $s in ternd | postfix | sink) ;; *) die "unknown server $s" ;; esac; done
+[ -d "$BENCH_TMPDIR" ] && [ -w "$BENCH_TMPDIR" ] || die "BENCH_TMPDIR $BENCH_TMPDIR is not a writable directory"
+fstype=$(df --output=fstype "$BENCH_TMPDIR" | tail -n 1 | tr -d ' ')
+case $fstype in
+tmpfs | ramfs)
+	[ "${ALLOW_TMPFS:-0}" = 1 ] ||
+		die "BENCH_TMPDIR $BENCH_TMPDIR is on $fstype: durability would not be measured (ALLOW_TMPFS=1 to force)"
+	;;
+esac
+export TMPDIR=$BENCH_TMPDIR
+
+# tap.sh: tmp dirs, free_port, wait_for_port and cleanup by PID at exit
+# (also on Ctrl-C/TERM); postfix.sh registers "pf_stop" at exit too.
+. "$top_src/tests/lib/tap.sh"
+. "$top_src/tests/lib/postfix.sh"
+
+# now_us - print the current time in microseconds
+now_us() {
+	local t=${EPOCHREALTIME//[.,]/}
+	echo "$t"
+}
+
+# secs - print microseconds A..B as seconds with 3 decimals
+secs() {
+	awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b - a) / 1e6 }'
+}
+
+# rate - print N messages over microseconds A..B as msgs/s
+rate() {
+	awk -v n="$1" -v a="$2" -v b="$3" 'BEGIN { printf "%.1f", n / ((b - a) / 1e6) }'
+}
+
+# cpu_snapshot - print "busy total steal" jiffies of all CPUs from /proc/stat
+cpu_snapshot() {
+	awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i
+		print t - $5 - $6, t, $9; exit }' /proc/stat
+}
+
+# cpu_pct - print "busy% steal%" between two cpu_snapshot outputs
+cpu_pct() {
+	awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " ")
+		t = y[2] - x[2]; if (t <= 0) t = 1
+		printf "%.0f %.0f", 100 * (y[1] - x[1]) / t, 100 * (y[3] - x[3]) / t }'
+}
+
+# proc_cpu_ticks - print PID's user+system CPU time in clock ticks
+proc_cpu_ticks() {
+	local stat
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || { echo 0; return; }
+	stat=${stat##*) } # skip "pid (comm) "; fields now start at field 3
+	awk '{ print $12 + $13 }' <<<"$stat"
+}
+
+# median - print the median of the numbers given as arguments ("-" if none)
+median() {
+	[ $# -gt 0 ] || { echo -; return; }
+	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
+		END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# ratio - print A/B with 2 decimals ("-" if either is missing)
+ratio() {
+	case "$1$2" in *-*) echo -; return ;; esac
+	awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'
+}
+
+# minmax - print "min-max" of the numbers given as arguments
+minmax() {
+	[ $# -gt 0 ] || { echo -; return; }
+	printf '%s\n' "$@" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s-%s", lo, hi }'
+}
+
+# fsync_probe - print p50/p99/mean of fdatasync after a 10 KB append and of
+# fdatasync after a 4 KB in-place rewrite, in a file below DIR
+fsync_probe() {
+	python3 - "$1" "$FSYNC_PROBES" <<-'EOF'
+		import os, sys, time
+		path = os.path.join(sys.argv[1], "fsync-probe")
+		n = max(int(sys.argv[2]), 1)
+		def stats(v):
+		    v.sort()
+		    return "p50 %.3f ms  p99 %.3f ms  mean %.3f ms  max %.3f ms" % (
+		        v[len(v) // 2] * 1e3, v[min(int(len(v) * 0.99), len(v) - 1)] * 1e3,
+		        sum(v) / len(v) * 1e3, v[-1] * 1e3)
+		fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+		try:
+		    app, rew = [], []
+		    for i in range(n):
+		        os.write(fd, b"x" * 10240)
+		        t = time.perf_counter(); os.fdatasync(fd); app.append(time.perf_counter() - t)
+		    for i in range(n):
+		        os.pwrite(fd, bytes([i & 0xff]) * 4096, 0)
+		        t = time.perf_counter(); os.fdatasync(fd); rew.append(time.perf_counter() - t)
+		finally:
+		    os.close(fd)
+		    os.unlink(path)
+		print("fdatasync, 10 KB append    x%d: %s" % (n, stats(app)))
+		print("fdatasync, 4 KB rewrite    x%d: %s" % (n, stats(rew)))
+	EOF
+}
+
+# ehlo_has - true if the server on 127.0.0.1:PORT announces KEYWORD in EHLO
+ehlo_has() {
+	python3 - "$1" "$2" <<-'EOF'
+		import socket, sys
+		s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+		f = s.makefile("rb")
+		f.readline()
+		s.sendall(b"EHLO probe.example\r\n")
+		words = []
+		while True:
+		    line = f.readline().decode("ascii", "replace")
+		    words.append(line[4:].split(" ")[0].strip().upper())
+		    if len(line) < 4 or line[3] != "-":
+		        break
+		s.sendall(b"QUIT\r\n")
+		f.readline()
+		sys.exit(0 if sys.argv[2].upper() in words else 1)
+	EOF
+}
+
+# sink_count - print smtp-sink's running "mesg=" counter (its -c output)
+sink_count() {
+	local last
+	last=$(tail -c 80 "$srv_dir/sink.out" 2>/dev/null | tr '\r' '\n' | grep 'mesg=' | tail -n 1)
+	last=${last##*mesg=}
+	echo "${last:-0}"
+}
+
+# ternd_count - print how many messages ternd logged as queued
+ternd_count() {
+	grep -c ' (queue active)$' "$TERND_LOG" 2>/dev/null || true
+}
+
+# pf_incoming - print the number of finished queue files in incoming/
+# (cleanup makes a file executable once it is complete)
+pf_incoming() {
+	find "$srv_dir/pf/queue/incoming" -type f -perm -u+x 2>/dev/null | wc -l
+}
+
+# server_count - print how many messages the running server holds/counted
+server_count() {
+	case $1 in
+	ternd) ternd_count ;;
+	postfix) pf_incoming ;;
+	sink) sink_count ;;
+	esac
+}
+
+# server_start - start a fresh, empty SERVER; sets srv_dir, srv_port, srv_pid
+server_start() {
+	srv_dir=$(tap_tmpdir) || die "mktemp failed"
+	srv_pid=
+	case $1 in
+	ternd)
+		ternd_setup "$srv_dir/ternd" || die "ternd did not start"
+		srv_port=$TERND_PORT
+		srv_pid=$TERND_PID
+		;;
+	postfix)
+		srv_port=$(free_port) || die "no free port"
+		pf_create "$srv_dir/pf" "$srv_port" || die "pf_create failed"
+		# Queue only (see the header comment), and no limits that
+		# would slow down 20 sessions from one client.
+		postconf -c "$srv_dir/pf/conf" -e \
+			"master_service_disable = qmgr/unix qmgr/fifo" \
+			"default_process_limit = 100" \
+			"smtpd_client_connection_count_limit = 0" \
+			"smtpd_client_connection_rate_limit = 0" \
+			"smtpd_client_message_rate_limit = 0" || die "postconf failed"
+		pf_start "$srv_dir/pf" || die "cannot start Postfix"
+		srv_pid=$(awk '{ print $1; exit }' "$srv_dir/pf/queue/pid/master.pid")
+		;;
+	sink)
+		srv_port=$(free_port) || die "no free port"
+		smtp-sink -u nobody -c "127.0.0.1:$srv_port" 1024 >"$srv_dir/sink.out" 2>"$srv_dir/sink.err" &
+		srv_pid=$!
+		tap_bg_register "$srv_pid"
+		wait_for_port "$srv_port" || die "smtp-sink did not start: $(cat "$srv_dir/sink.err")"
+		;;
+	esac
+	[ "$(server_count "$1")" -eq 0 ] || die "$1 is not empty at start"
+}
+
+# server_stop - stop SERVER and remove its files
+server_stop() {
+	case $1 in
+	ternd)
+		ternd_stop || die "ternd exit status $? at stop: $(tail -n 5 "$TERND_LOG")"
+		;;
+	postfix)
+		if pgrep -g "$srv_pid" -x qmgr >/dev/null; then
+			die "a Postfix qmgr ran: master_service_disable did not work"
+		fi
+		pf_stop "$srv_dir/pf"
+		;;
+	sink)
+		kill -TERM "$srv_pid" 2>/dev/null
+		wait "$srv_pid" 2>/dev/null
+		;;
+	esac
+	rm -rf "$srv_dir"
+}
+
+# run_client - run CLIENT for N messages at the current server; sets
+# r_rate, r_secs, r_p50, r_p99, r_ok (1 if the client reported no failure)
+run_client() {
+	local client=$1 n=$2 out t0 t1 rc=0
+	r_p50=- r_p99=- r_ok=1
+	case $client in
+	source)
+		t0=$(now_us)
+		timeout "$RUN_TIMEOUT" smtp-source -s "$SESSIONS" -l "$SIZE" -m "$n" \
+			-f sender@example.org -t rcpt@example.com "127.0.0.1:$srv_port" \
+			>"$top/client.out" 2>&1 || rc=$?
+		t1=$(now_us)
+		r_secs=$(secs "$t0" "$t1")
+		r_rate=$(rate "$n" "$t0" "$t1")
+		# smtp-source exits 0 even when the server refuses mail; it
+		# prints the error, so any output is a failure.
+		if [ "$rc" -ne 0 ] || [ -s "$top/client.out" ]; then r_ok=0; fi
+		;;
+	blast | bdat)
+		local opt=()
+		[ "$client" = bdat ] && opt=(-B)
+		timeout "$RUN_TIMEOUT" "$blast" "${opt[@]}" -c "$SESSIONS" -n "$n" -s "$SIZE" \
+			"127.0.0.1:$srv_port" >"$top/client.out" 2>&1 || rc=$?
+		out=$(tail -n 1 "$top/client.out")
+		[[ $out =~ seconds=([0-9.]+)\ rate=([0-9.]+)\ p50_ms=([0-9.]+)\ p99_ms=([0-9.]+) ]] || {
+			r_ok=0 r_secs=- r_rate=-
+			return
+		}
+		r_secs=${BASH_REMATCH[1]} r_rate=${BASH_REMATCH[2]}
+		r_p50=${BASH_REMATCH[3]} r_p99=${BASH_REMATCH[4]}
+		[[ $out == *" accepted=$n failed=0 "* ]] && [ "$rc" -eq 0 ] || r_ok=0
+		;;
+	esac
+}
+
+# wait_count - wait (up to 10 s) until SERVER holds N messages; print it
+wait_count() {
+	local got i
+	for ((i = 0; i < 100; i++)); do
+		got=$(server_count "$1")
+		[ "$got" -ge "$2" ] && break
+		sleep 0.1
+	done
+	echo "$got"
+}
+
+# run_one - one timed run of CLIENT against a fresh SERVER in ROUND
+run_one() {
+	local client=$1 server=$2 round=$3 cpu0 cpu1 t0 t1 busy steal got key cpu_s=-
+	if [ "$server" = sink ] && [ "$client" = bdat ] && [ "$sink_chunking" = no ]; then
+		printf '%-5s %-6s %-7s %s\n' "$round" "$client" "$server" \
+			"skipped: smtp-sink does not offer CHUNKING (BDAT)"
+		return
+	fi
+	server_start "$server"
+	sync
+	sleep 2
+	cpu0=$(cpu_snapshot)
+	t0=$(proc_cpu_ticks "$srv_pid")
+	run_client "$client" "$MESSAGES"
+	t1=$(proc_cpu_ticks "$srv_pid")
+	cpu1=$(cpu_snapshot)
+	[ "$server" = ternd ] && cpu_s=$(awk -v t=$((t1 - t0)) -v hz="$clk_tck" 'BEGIN { printf "%.2f", t / hz }')
+	got=$(wait_count "$server" "$MESSAGES")
+	[ "$r_ok" = 1 ] || die "run $round $client/$server failed: $(tail -n 5 "$top/client.out")"
+	[ "$got" -eq "$MESSAGES" ] ||
+		die "run $round $client/$server: server holds $got of $MESSAGES messages"
+	read -r busy steal <<<"$(cpu_pct "$cpu0" "$cpu1")"
+	printf '%-5s %-6s %-7s %7s %8s %9s %8s %8s %9s %5s %5s\n' "$round" "$client" "$server" \
+		"$got" "$r_secs" "$r_rate" "$r_p50" "$r_p99" "$cpu_s" "$busy%" "$steal%"
+	key=$client/$server
+	rates[$key]="${rates[$key]:-} $r_rate"
+	p50s[$key]="${p50s[$key]:-} $r_p50"
+	p99s[$key]="${p99s[$key]:-} $r_p99"
+	server_stop "$server"
+}
+
+# setup - private copies of the binaries, then load tests/lib/ternd.sh
+setup() {
+	ensure_tern_user || die "cannot create user tern"
+	top=$(tap_tmpdir) || die "mktemp failed"
+	# Private copies: a concurrent rebuild cannot change them under us.
+	# ternd.sh finds ternd and ternq below $top_builddir.
+	mkdir -p "$top/bin/src/ternd" "$top/bin/src/ternq" || die "mkdir failed"
+	cp "$ternd_bin" "$top/bin/src/ternd/ternd" && cp "$ternq_bin" "$top/bin/src/ternq/ternq" &&
+		cp "$blast_bin" "$top/bin/smtp-blast" || die "cannot copy the binaries"
+	chmod -R a+rX "$top/bin"
+	blast=$top/bin/smtp-blast
+	# shellcheck disable=SC2034 # read by tests/lib/ternd.sh
+	top_builddir=$top/bin
+	. "$top_src/tests/lib/ternd.sh"
+}
+
+clk_tck=$(getconf CLK_TCK)
+declare -A rates p50s p99s
+
+echo "== durable ingest benchmark: ternd vs Postfix (queue only) vs smtp-sink"
+echo "command:  ${cmdline}  (MESSAGES=$MESSAGES SESSIONS=$SESSIONS SIZE=$SIZE ROUNDS=$ROUNDS WARMUP=$WARMUP CLIENTS='$CLIENTS' SERVERS='$SERVERS' BENCH_TMPDIR=$BENCH_TMPDIR)"
+echo "clients:  source: smtp-source -s $SESSIONS -l $SIZE -m $MESSAGES -f sender@example.org -t rcpt@example.com 127.0.0.1:PORT"
+echo "          blast:  smtp-blast -c $SESSIONS -n $MESSAGES -s $SIZE 127.0.0.1:PORT   (DATA, pipelined)"
+echo "          bdat:   smtp-blast -B -c $SESSIONS -n $MESSAGES -s $SIZE 127.0.0.1:PORT   (BDAT)"
+echo "date:     $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+echo "host:     $(uname -srm), nproc $(nproc), $(awk '/MemTotal/ { printf "%.1f GiB RAM", $2 / 1048576 }' /proc/meminfo), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "postfix:  $(postconf -d mail_version)"
+echo "tern:     $("$ternd_bin" -V 2>&1) ($ternd_bin, sha256 $(sha256sum "$ternd_bin" | cut -c1-12))"
+
+setup
+dev=$(df --output=source "$top" | tail -n 1)
+echo "storage:  $top: $fstype on $dev ($(findmnt -no OPTIONS -T "$top" 2>/dev/null)," \
+	"write cache: $(cat "/sys/block/$(basename "$dev")/queue/write_cache" 2>/dev/null || echo unknown))"
+fsync_probe "$top" | sed 's/^/before:   /' || die "fsync probe failed"
+
+srv_dir=$top
+server_start sink
+if ehlo_has "$srv_port" CHUNKING; then sink_chunking=yes; else sink_chunking=no; fi
+server_stop sink
+echo "sink:     smtp-sink -u nobody -c 127.0.0.1:PORT 1024 (CHUNKING: $sink_chunking)"
+echo
+
+if [ "$WARMUP" -gt 0 ]; then
+	for s in $SERVERS; do
+		server_start "$s"
+		run_client blast "$WARMUP"
+		[ "$r_ok" = 1 ] || die "warm-up against $s failed: $(tail -n 5 "$top/client.out")"
+		server_stop "$s"
+	done
+	echo "warm-up:  $WARMUP messages with smtp-blast against each server (not counted)"
+	echo
+fi
+
+printf '%-5s %-6s %-7s %7s %8s %9s %8s %8s %9s %5s %5s\n' round client server msgs \
+	seconds msgs/s p50_ms p99_ms ternd_cpu cpu steal
+read -r -a servers <<<"$SERVERS"
+for ((r = 1; r <= ROUNDS; r++)); do
+	# Rotate the server order from round to round.
+	order=()
+	for ((i = 0; i < ${#servers[@]}; i++)); do
+		order+=("${servers[$(((i + r - 1) % ${#servers[@]}))]}")
+	done
+	for c in $CLIENTS; do
+		for s in "${order[@]}"; do
+			run_one "$c" "$s" "$r"
+		done
+	done
+done
+echo
+fsync_probe "$top" | sed 's/^/after:    /'
+echo "load:     $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+
+echo
+echo "== summary (medians over $ROUNDS rounds; msgs/s; latency in ms from smtp-blast)"
+printf '%-6s %9s %9s %9s %12s %11s %9s %9s %9s\n' client ternd postfix sink \
+	ternd/postfix ternd/sink t_p50 t_p99 pf_p99
+for c in $CLIENTS; do
+	# shellcheck disable=SC2086 # the stored lists are space-separated
+	{
+		mt=$(median ${rates[$c/ternd]:-})
+		mp=$(median ${rates[$c/postfix]:-})
+		ms=$(median ${rates[$c/sink]:-})
+		lt50=$(median ${p50s[$c/ternd]:-})
+		lt99=$(median ${p99s[$c/ternd]:-})
+		lp99=$(median ${p99s[$c/postfix]:-})
+	}
+	[ "$c" = source ] && lt50=- lt99=- lp99=-
+	printf '%-6s %9s %9s %9s %12s %11s %9s %9s %9s\n' "$c" "$mt" "$mp" "$ms" \
+		"$(ratio "$mt" "$mp")" "$(ratio "$mt" "$ms")" "$lt50" "$lt99" "$lp99"
+done
+echo
+echo "== per-round ratios (same round, so the same background load), min-max"
+for c in $CLIENTS; do
+	# shellcheck disable=SC2086
+	read -r -a rt <<<"${rates[$c/ternd]:-}"
+	read -r -a rp <<<"${rates[$c/postfix]:-}"
+	read -r -a rs <<<"${rates[$c/sink]:-}"
+	qp=() qs=()
+	for ((i = 0; i < ${#rt[@]}; i++)); do
+		[ -n "${rp[$i]:-}" ] && qp+=("$(ratio "${rt[$i]}" "${rp[$i]}")")
+		[ -n "${rs[$i]:-}" ] && qs+=("$(ratio "${rt[$i]}" "${rs[$i]}")")
+	done
+	printf '%-6s ternd/postfix %-14s ternd/sink %-14s ternd rates %s\n' "$c" \
+		"$(minmax "${qp[@]}")" "$(minmax "${qs[@]}")" "$(minmax "${rt[@]}")"
+done
+echo
+echo "== targets"
+for c in $CLIENTS; do
+	# shellcheck disable=SC2086
+	{
+		mt=$(median ${rates[$c/ternd]:-})
+		mp=$(median ${rates[$c/postfix]:-})
+		ms=$(median ${rates[$c/sink]:-})
+		lt99=$(median ${p99s[$c/ternd]:-})
+	}
+	awk -v c="$c" -v p="$(ratio "$mt" "$mp")" -v s="$(ratio "$mt" "$ms")" -v l="$lt99" 'BEGIN {
+		printf "%-6s ternd/postfix >= 10: %s   ternd/sink >= 0.8: %s", c,
+			(p == "-" ? "n/a" : (p + 0 >= 10 ? "met (" p ")" : "NOT met (" p ")")),
+			(s == "-" ? "n/a" : (s + 0 >= 0.8 ? "met (" s ")" : "NOT met (" s ")"))
+		if (c != "source" && l != "-")
+			printf "   ternd P99 < 5 ms: %s", (l + 0 < 5 ? "met (" l ")" : "NOT met (" l ")")
+		printf "\n" }'
+done

@@ -1,0 +1,445 @@
+/*
+ * conn - one outbound SMTP connection to a relay peer.
+ *
+ * Every read and write has a deadline (poll on a non-blocking socket), so
+ * a stalled peer costs its own connection and nothing else. Under
+ * tls = encrypt or verify nothing but EHLO and STARTTLS is ever sent in
+ * clear: no STARTTLS offered, a failed handshake or a certificate that
+ * does not verify fails the connection. Whatever the server sent before
+ * the handshake is thrown away, and EHLO is repeated after it.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+
+#include "conn.h"
+#include "xalloc.h"
+
+/* ms_now - monotonic milliseconds */
+static long long ms_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* conn_fail - note why the connection failed; returns -1 */
+static int __attribute__((format(printf, 3, 4))) conn_fail(struct conn *c, int temporary, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->why, sizeof(c->why), fmt, ap);
+	va_end(ap);
+	c->temporary = temporary;
+	return -1;
+}
+
+/* wait_fd - poll for events until the deadline; 0 ready, -1 timeout/error */
+static int wait_fd(int fd, short events, long long deadline)
+{
+	for (;;) {
+		struct pollfd p = {fd, events, 0};
+		long long left = deadline - ms_now();
+		int rc;
+
+		if (left <= 0)
+			return -1;
+		rc = poll(&p, 1, (int)(left > 60000 ? 60000 : left));
+		if (rc > 0)
+			return 0;
+		if (rc < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+/* ssl_wait - after an SSL call wants I/O, wait for it */
+static int ssl_wait(struct conn *c, int rc, long long deadline)
+{
+	switch (SSL_get_error(c->ssl, rc)) {
+	case SSL_ERROR_WANT_READ:
+		return wait_fd(c->fd, POLLIN, deadline);
+	case SSL_ERROR_WANT_WRITE:
+		return wait_fd(c->fd, POLLOUT, deadline);
+	default:
+		return -1;
+	}
+}
+
+/* io_write - all of buf, by the deadline */
+static int io_write(struct conn *c, const char *buf, size_t len, long long deadline)
+{
+	while (len > 0) {
+		ssize_t n;
+
+		if (c->ssl) {
+			int rc = SSL_write(c->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
+
+			if (rc <= 0) {
+				if (ssl_wait(c, rc, deadline) < 0)
+					return -1;
+				continue;
+			}
+			n = rc;
+		} else {
+			n = send(c->fd, buf, len, MSG_NOSIGNAL);
+			if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+				if (wait_fd(c->fd, POLLOUT, deadline) < 0)
+					return -1;
+				continue;
+			}
+			if (n <= 0)
+				return -1;
+		}
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* io_read - some octets into c->in, by the deadline; 0 on EOF/error/timeout */
+static int io_read(struct conn *c, long long deadline)
+{
+	c->in_pos = c->in_len = 0;
+	for (;;) {
+		ssize_t n;
+
+		if (c->ssl) {
+			int rc = SSL_read(c->ssl, c->in, sizeof(c->in));
+
+			if (rc <= 0) {
+				if (ssl_wait(c, rc, deadline) < 0)
+					return 0;
+				continue;
+			}
+			n = rc;
+		} else {
+			n = recv(c->fd, c->in, sizeof(c->in), 0);
+			if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+				if (wait_fd(c->fd, POLLIN, deadline) < 0)
+					return 0;
+				continue;
+			}
+			if (n <= 0)
+				return 0;
+		}
+		c->in_len = (size_t)n;
+		return 1;
+	}
+}
+
+/* conn_write - send buf with a deadline */
+int conn_write(struct conn *c, const void *buf, size_t len, long long timeout_ms)
+{
+	if (io_write(c, buf, len, ms_now() + timeout_ms) < 0)
+		return conn_fail(c, 1, "lost connection with %s[%s] while sending", c->host, c->addr);
+	return 0;
+}
+
+/* conn_reply - the next complete reply, by the deadline */
+int conn_reply(struct conn *c, struct smtp_reply *r, long long timeout_ms)
+{
+	long long deadline = ms_now() + timeout_ms;
+
+	for (;;) {
+		int rc = smtp_reply_next(c->parser, r);
+
+		if (rc == 1)
+			return 0;
+		if (rc < 0)
+			return conn_fail(c, 1, "protocol error from %s[%s]: %s", c->host, c->addr,
+					 smtp_reply_error(c->parser));
+		if (c->in_pos == c->in_len && !io_read(c, deadline))
+			return conn_fail(c, 1, "%s with %s[%s] while receiving the reply",
+					 ms_now() >= deadline ? "conversation timed out" : "lost connection",
+					 c->host, c->addr);
+		ssize_t n = smtp_reply_push(c->parser, c->in + c->in_pos, c->in_len - c->in_pos);
+
+		if (n < 0)
+			return conn_fail(c, 1, "reply parser misuse");
+		c->in_pos += (size_t)n;
+	}
+}
+
+/* conn_send_body - the stored body: sendfile when it goes out as it is,
+ * else read and (for DATA) dot-stuff it; then nothing else */
+ssize_t conn_send_body(struct conn *c, int fd, off_t offset, size_t len, int dotstuff,
+		       long long timeout_ms)
+{
+	long long deadline = ms_now() + timeout_ms;
+	char in[65536], out[2 * 65536];
+	size_t left = len;
+	int bol = 1;
+
+	if (!c->ssl && !dotstuff) {
+		while (left > 0) {
+			ssize_t n = sendfile(c->fd, fd, &offset, left);
+
+			if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+				if (wait_fd(c->fd, POLLOUT, deadline) < 0)
+					return conn_fail(c, 1, "conversation with %s[%s] timed out while "
+							 "sending the message", c->host, c->addr);
+				continue;
+			}
+			if (n <= 0)
+				return conn_fail(c, 1, "lost connection with %s[%s] while sending the "
+						 "message", c->host, c->addr);
+			left -= (size_t)n;
+		}
+		return (ssize_t)len;
+	}
+	while (left > 0) {
+		ssize_t n = pread(fd, in, left < sizeof(in) ? left : sizeof(in), offset);
+		size_t o = 0;
+
+		if (n <= 0)
+			return conn_fail(c, 1, "spool file is short (%zu octets missing)", left);
+		for (ssize_t i = 0; i < n; i++) {
+			if (dotstuff && bol && in[i] == '.')
+				out[o++] = '.';
+			out[o++] = in[i];
+			bol = in[i] == '\n';
+		}
+		if (io_write(c, out, o, deadline) < 0)
+			return conn_fail(c, 1, "lost connection with %s[%s] while sending the message",
+					 c->host, c->addr);
+		offset += n;
+		left -= (size_t)n;
+	}
+	return (ssize_t)len;
+}
+
+/* conn_tls_context - the TLS client context for a peer's policy */
+SSL_CTX *conn_tls_context(const struct conf_peer *peer, char *err, size_t errlen)
+{
+	SSL_CTX *ctx;
+
+	if (peer->tls == TLS_NONE)
+		return NULL;
+	if ((ctx = SSL_CTX_new(TLS_client_method())) == NULL) {
+		snprintf(err, errlen, "cannot create a TLS context");
+		return NULL;
+	}
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	if (peer->tls == TLS_VERIFY) {
+		int ok = peer->tls_ca_file[0]
+			? SSL_CTX_load_verify_locations(ctx, peer->tls_ca_file, NULL)
+			: SSL_CTX_set_default_verify_paths(ctx);
+
+		if (!ok) {
+			snprintf(err, errlen, "[peer %s] cannot load CA certificates from %s", peer->name,
+				 peer->tls_ca_file[0] ? peer->tls_ca_file : "the system store");
+			SSL_CTX_free(ctx);
+			return NULL;
+		}
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	} else {
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+	}
+	return ctx;
+}
+
+/* tcp_connect - a connected non-blocking socket to host:port, or -1 */
+static int tcp_connect(struct conn *c, const char *host, int port, long long deadline)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai, *a;
+	char name[256], portstr[16];
+	size_t len = strlen(host);
+	int fd = -1, one = 1;
+
+	if (host[0] == '[' && len > 2 && host[len - 1] == ']') {
+		snprintf(name, sizeof(name), "%.*s", (int)(len - 2), host + 1);
+		hints.ai_flags = AI_NUMERICHOST;
+	} else {
+		snprintf(name, sizeof(name), "%s", host);
+	}
+	snprintf(portstr, sizeof(portstr), "%d", port);
+	/* DNS in this thread: it blocks only this connection. */
+	if (getaddrinfo(name, portstr, &hints, &ai) != 0)
+		return conn_fail(c, 1, "host or domain name not found: %s", name);
+	for (a = ai; a && fd < 0; a = a->ai_next) {
+		int e;
+		socklen_t elen = sizeof(e);
+
+		fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			continue;
+		if ((connect(fd, a->ai_addr, a->ai_addrlen) < 0 && errno != EINPROGRESS)
+		    || wait_fd(fd, POLLOUT, deadline) < 0
+		    || getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &elen) < 0 || e != 0) {
+			close(fd);
+			fd = -1;
+			continue;
+		}
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (a->ai_family == AF_INET6)
+			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)(void *)a->ai_addr)->sin6_addr,
+				  c->addr, sizeof(c->addr));
+		else
+			inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)a->ai_addr)->sin_addr,
+				  c->addr, sizeof(c->addr));
+	}
+	freeaddrinfo(ai);
+	if (fd < 0)
+		return conn_fail(c, 1, "connect to %s port %d: connection refused or timed out", name, port);
+	snprintf(c->host, sizeof(c->host), "%s", name);
+	c->port = port;
+	return fd;
+}
+
+/* ehlo - send EHLO, take the extensions */
+static int ehlo(struct conn *c, const char *helo, long long timeout)
+{
+	struct smtp_reply r;
+	char cmd[300];
+	int n = snprintf(cmd, sizeof(cmd), "EHLO %s\r\n", helo);
+
+	if (conn_write(c, cmd, (size_t)n, timeout) < 0 || conn_reply(c, &r, timeout) < 0)
+		return -1;
+	if (smtp_reply_ehlo(&r, &c->ehlo) < 0) {
+		char text[SMTP_REPLY_FORMAT_MAX];
+
+		smtp_reply_format(&r, text, sizeof(text));
+		return conn_fail(c, r.code < 500, "host %s[%s] refused EHLO: %s", c->host, c->addr, text);
+	}
+	return 0;
+}
+
+/* starttls - STARTTLS, handshake, verification, EHLO again */
+static int starttls(struct conn *c, SSL_CTX *ctx, const char *helo, long long timeout)
+{
+	const struct conf_peer *p = c->peer;
+	const char *name = p->tls_servername[0] ? p->tls_servername : c->host;
+	long long deadline;
+	struct smtp_reply r;
+	long verify;
+
+	if (conn_write(c, "STARTTLS\r\n", 10, timeout) < 0 || conn_reply(c, &r, timeout) < 0)
+		return -1;
+	if (r.code != 220)
+		return conn_fail(c, 1, "host %s[%s] refused STARTTLS (%d)", c->host, c->addr, r.code);
+	/* Anything the server sent after its 220 came before the handshake. */
+	c->in_pos = c->in_len = 0;
+	smtp_reply_reset(c->parser);
+	if ((c->ssl = SSL_new(ctx)) == NULL || !SSL_set_fd(c->ssl, c->fd))
+		return conn_fail(c, 1, "cannot start TLS");
+	SSL_set_tlsext_host_name(c->ssl, name);
+	if (p->tls == TLS_VERIFY && !SSL_set1_host(c->ssl, name))
+		return conn_fail(c, 1, "cannot set the TLS host name to verify");
+	deadline = ms_now() + timeout;
+	for (;;) {
+		int rc = SSL_connect(c->ssl);
+
+		if (rc == 1)
+			break;
+		if (ssl_wait(c, rc, deadline) < 0) {
+			unsigned long e = ERR_get_error();
+
+			verify = SSL_get_verify_result(c->ssl);
+			SSL_free(c->ssl);
+			c->ssl = NULL;
+			if (verify != X509_V_OK)
+				return conn_fail(c, 1, "TLS certificate of %s[%s] does not verify for %s: %s",
+						 c->host, c->addr, name, X509_verify_cert_error_string(verify));
+			return conn_fail(c, 1, "TLS handshake with %s[%s] failed: %s", c->host, c->addr,
+					 e ? ERR_reason_error_string(e) : "timeout or connection closed");
+		}
+	}
+	c->tls_resumed = SSL_session_reused(c->ssl);
+	return ehlo(c, helo, timeout);
+}
+
+/* open_host - one host: connect, greeting, EHLO, TLS by policy */
+static int open_host(struct conn *c, const char *host, SSL_CTX *ctx, const char *helo, int use_tls)
+{
+	const struct conf_peer *p = c->peer;
+	long long deadline = ms_now() + p->connect_timeout;
+	struct smtp_reply r;
+
+	smtp_reply_reset(c->parser);
+	c->in_pos = c->in_len = 0;
+	if ((c->fd = tcp_connect(c, host, (int)p->port, deadline)) < 0)
+		return -1;
+	if (conn_reply(c, &r, p->connect_timeout) < 0 || r.code != 220) {
+		if (c->why[0] == '\0' || r.code != 220)
+			conn_fail(c, r.code < 500, "host %s[%s] refused to talk to me (greeting %d)",
+				  c->host, c->addr, r.code);
+		return -1;
+	}
+	if (ehlo(c, helo, p->command_timeout) < 0)
+		return -1;
+	if (!use_tls)
+		return 0;
+	if (!(c->ehlo.flags & SMTP_EXT_STARTTLS)) {
+		if (p->tls == TLS_MAY)
+			return 0;
+		return conn_fail(c, 1, "TLS is required (tls = %s) but %s[%s] does not offer STARTTLS",
+				 conf_tls_name(p->tls), c->host, c->addr);
+	}
+	return starttls(c, ctx, helo, p->command_timeout);
+}
+
+/* conn_open - a ready connection to one of the peer's hosts, in order */
+int conn_open(struct conn *c, const struct conf_peer *peer, SSL_CTX *ctx, const char *helo)
+{
+	char *hosts = xstrdup(peer->host), *save = NULL;
+	int rc = -1;
+
+	if (c->parser == NULL)
+		c->parser = smtp_reply_new();
+	c->peer = peer;
+	c->fd = -1;
+	c->ssl = NULL;
+	c->messages = 0;
+	c->why[0] = '\0';
+	for (char *h = strtok_r(hosts, ", \t", &save); h && rc < 0; h = strtok_r(NULL, ", \t", &save)) {
+		rc = open_host(c, h, ctx, helo, peer->tls != TLS_NONE);
+		if (rc < 0 && peer->tls == TLS_MAY && c->ssl == NULL && c->fd >= 0) {
+			/* Opportunistic TLS failed: try again in clear, as Postfix does. */
+			conn_close(c, 0);
+			rc = open_host(c, h, ctx, helo, 0);
+		}
+		if (rc < 0)
+			conn_close(c, 0);
+	}
+	free(hosts);
+	return rc;
+}
+
+/* conn_close - QUIT (when polite) and close */
+void conn_close(struct conn *c, int polite)
+{
+	if (c->fd >= 0 && polite) {
+		struct smtp_reply r;
+
+		if (io_write(c, "QUIT\r\n", 6, ms_now() + 2000) == 0)
+			conn_reply(c, &r, 2000);
+	}
+	if (c->ssl) {
+		SSL_shutdown(c->ssl);
+		SSL_free(c->ssl);
+		c->ssl = NULL;
+	}
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+}

@@ -1,0 +1,43 @@
+/*
+ * conn.h - one outbound SMTP connection to a relay peer: connect with
+ * host failover, greeting, EHLO, STARTTLS under the peer's TLS policy,
+ * and reply reading with deadlines. Knows nothing of the queue.
+ */
+#ifndef TERN_CONN_H
+#define TERN_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <openssl/ssl.h>
+
+#include "conf.h"
+#include "smtp_reply.h"
+
+struct conn {
+	const struct conf_peer *peer;
+	int fd;
+	SSL *ssl;			/* NULL: plain */
+	int tls_resumed;
+	char host[256];			/* the host name we connected to */
+	char addr[64];			/* its address, as text */
+	int port;
+	struct smtp_ehlo ehlo;
+	struct smtp_reply_parser *parser;
+	char in[8192];
+	size_t in_pos, in_len;
+	unsigned messages;		/* transactions on this connection */
+	char why[512];			/* the last failure, for logs and DSNs */
+	int temporary;			/* that failure is worth a retry */
+};
+
+SSL_CTX *conn_tls_context(const struct conf_peer *peer, char *err, size_t errlen);
+int conn_open(struct conn *c, const struct conf_peer *peer, SSL_CTX *ctx, const char *helo);
+void conn_close(struct conn *c, int polite);
+int conn_write(struct conn *c, const void *buf, size_t len, long long timeout_ms);
+ssize_t conn_send_body(struct conn *c, int fd, off_t offset, size_t len, int dotstuff,
+		       long long timeout_ms);
+int conn_reply(struct conn *c, struct smtp_reply *r, long long timeout_ms);
+
+#endif

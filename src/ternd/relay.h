@@ -1,0 +1,16 @@
+/* relay.h - delivery of queued mail to relay peers */
+#ifndef TERN_RELAY_H
+#define TERN_RELAY_H
+
+#include <stddef.h>
+
+#include "conf.h"
+#include "qid.h"
+
+void relay_start(void);
+void relay_stop(void);
+void relay_kick(void);
+int relay_enqueue_dsn(const struct conf *conf, const char *rcpt, const char *body, size_t len,
+		      char qid[QID_LEN + 1]);
+
+#endif
