@@ -27,6 +27,7 @@
 
 #define STORE_MAP_INITIAL (256ULL << 20)
 #define STORE_MAP_MAX (1ULL << 40)
+#define STORE_FOREACH_BATCH 512	/* messages read per read transaction */
 #define RCPT_KEY_LEN (QID_LEN + 4)
 #define SCHED_KEY_LEN (8 + QID_LEN + 4)
 
@@ -178,7 +179,9 @@ int store_write(struct store *st, store_write_fn fn, void *arg, char *err, size_
 	if (rc != 0)
 		snprintf(err, errlen, "queue database: %s",
 			 rc > 0 ? strerror(rc) : mdb_strerror(rc));
-	return rc == 0 ? 0 : -1;
+	/* After a failed meta page write LMDB refuses every transaction:
+	 * only a restart (and recovery) helps. */
+	return rc == 0 ? 0 : rc == MDB_PANIC ? STORE_PANIC : -1;
 }
 
 /* put - one key/value in a write transaction */
@@ -200,6 +203,8 @@ static int del(struct store_txn *t, MDB_dbi dbi, const void *k, size_t klen)
 
 static int load_rcpts(struct store *st, MDB_txn *txn, const char *qid,
 		      struct q_rcpt **rcpts, size_t *n);
+static int read_begin(struct store *st, MDB_txn **txn);
+static void read_end(struct store *st, MDB_txn *txn);
 
 /* rcpt_key - qid . idx */
 static void rcpt_key(unsigned char key[RCPT_KEY_LEN], const char *qid, uint32_t idx)
@@ -216,13 +221,47 @@ static void sched_key(unsigned char key[SCHED_KEY_LEN], uint64_t next_us, const 
 	be_put(key + 8 + QID_LEN, idx, 4);
 }
 
-/* store_put_msg - add or replace a message record */
+/* store_put_msg - replace a message record */
 int store_put_msg(struct store_txn *t, const struct q_msg *m)
 {
 	unsigned char buf[STORE_RECORD_MAX];
 	size_t n = q_msg_encode(m, buf, sizeof(buf));
 
 	return n ? put(t, t->st->msg, m->qid, QID_LEN, buf, n) : EINVAL;
+}
+
+/* store_add_msg - add a new message record; an existing one is an error
+ * (MDB_KEYEXIST), never silently replaced */
+int store_add_msg(struct store_txn *t, const struct q_msg *m)
+{
+	unsigned char buf[STORE_RECORD_MAX];
+	size_t n = q_msg_encode(m, buf, sizeof(buf));
+	MDB_val key = {QID_LEN, (void *)m->qid}, val = {n, buf};
+
+	return n ? mdb_put(t->txn, t->st->msg, &key, &val, MDB_NOOVERWRITE) : EINVAL;
+}
+
+/* store_last_qid - the highest queue id in the message table, or 0 */
+int store_last_qid(struct store *st, uint64_t *value)
+{
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	char qid[QID_LEN + 1];
+
+	*value = 0;
+	if (read_begin(st, &txn) != 0)
+		return -1;
+	if (mdb_cursor_open(txn, st->msg, &cur) == 0) {
+		if (mdb_cursor_get(cur, &k, &v, MDB_LAST) == 0 && k.mv_size == QID_LEN) {
+			memcpy(qid, k.mv_data, QID_LEN);
+			qid[QID_LEN] = '\0';
+			qid_parse(qid, value);
+		}
+		mdb_cursor_close(cur);
+	}
+	read_end(st, txn);
+	return 0;
 }
 
 /* live - does a recipient in this state still need delivery */
@@ -478,32 +517,56 @@ int store_get(struct store *st, const char *qid, struct q_msg *m, struct q_rcpt 
 /* store_foreach - every message in queue id (arrival) order */
 int store_foreach(struct store *st, store_msg_fn fn, void *arg)
 {
-	MDB_txn *txn;
-	MDB_cursor *cur;
-	MDB_val k, v;
-	int rc, stop = 0;
-
-	if (read_begin(st, &txn) != 0)
-		return -1;
-	if (mdb_cursor_open(txn, st->msg, &cur) != 0) {
-		read_end(st, txn);
-		return -1;
-	}
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && !stop;
-	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+	struct batch_item {
 		struct q_msg m;
 		struct q_rcpt *rcpts;
 		size_t n;
+	} *items = xcalloc(STORE_FOREACH_BATCH, sizeof(*items));
+	char after[QID_LEN + 1] = "";
+	int stop = 0, more = 1;
 
-		if (q_msg_decode(v.mv_data, v.mv_size, &m) != 0)
-			continue;
-		load_rcpts(st, txn, m.qid, &rcpts, &n);
-		stop = fn(&m, rcpts, n, arg);
-		q_rcpts_free(&rcpts, n);
-		q_msg_clear(&m);
+	/*
+	 * A read transaction pins the pages it sees: held while fn writes to a
+	 * slow terminal, it would make the database grow without bound. So
+	 * read a batch, end the transaction, then call fn.
+	 */
+	while (more && !stop) {
+		MDB_txn *txn;
+		MDB_cursor *cur;
+		MDB_val k = {QID_LEN, after}, v;
+		size_t got = 0;
+		int rc;
+
+		if (read_begin(st, &txn) != 0 || mdb_cursor_open(txn, st->msg, &cur) != 0) {
+			free(items);
+			return -1;
+		}
+		rc = after[0] ? mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE) : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+		if (rc == 0 && after[0] && k.mv_size == QID_LEN && memcmp(k.mv_data, after, QID_LEN) == 0)
+			rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+		for (; rc == 0 && got < STORE_FOREACH_BATCH; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+			struct batch_item *it = &items[got];
+
+			if (k.mv_size == QID_LEN) {
+				memcpy(after, k.mv_data, QID_LEN);
+				after[QID_LEN] = '\0';
+			}
+			if (q_msg_decode(v.mv_data, v.mv_size, &it->m) != 0)
+				continue;
+			load_rcpts(st, txn, it->m.qid, &it->rcpts, &it->n);
+			got++;
+		}
+		more = rc == 0;
+		mdb_cursor_close(cur);
+		read_end(st, txn);
+		for (size_t i = 0; i < got; i++) {
+			if (!stop)
+				stop = fn(&items[i].m, items[i].rcpts, items[i].n, arg);
+			q_rcpts_free(&items[i].rcpts, items[i].n);
+			q_msg_clear(&items[i].m);
+		}
 	}
-	mdb_cursor_close(cur);
-	read_end(st, txn);
+	free(items);
 	return stop;
 }
 

@@ -34,11 +34,14 @@ struct store *store_open(const char *dir, int readonly, char *err, size_t errlen
 void store_close(struct store **st);
 int store_reader_check(struct store *st);
 
-/* Writes: fn builds the transaction; it is replayed after map growth. */
+/* Writes: fn builds the transaction; it is replayed after map growth.
+ * Returns 0, -1, or STORE_PANIC when the database needs a restart. */
+#define STORE_PANIC (-2)
 typedef int (*store_write_fn)(struct store_txn *txn, void *arg);
 int store_write(struct store *st, store_write_fn fn, void *arg, char *err, size_t errlen);
 
 int store_put_msg(struct store_txn *txn, const struct q_msg *m);
+int store_add_msg(struct store_txn *txn, const struct q_msg *m);
 int store_put_rcpt(struct store_txn *txn, const char *qid, const struct q_rcpt *r,
 		   uint64_t old_next_us);
 int store_del_msg(struct store_txn *txn, const char *qid);
@@ -52,6 +55,7 @@ int store_txn_get_rcpts(struct store_txn *txn, const char *qid, struct q_rcpt **
 
 /* Reads, each in its own read transaction. */
 int store_get_meta(struct store *st, const char *name, uint64_t *value);
+int store_last_qid(struct store *st, uint64_t *value);
 int store_get(struct store *st, const char *qid, struct q_msg *m,
 	      struct q_rcpt **rcpts, size_t *nrcpts);
 typedef int (*store_msg_fn)(const struct q_msg *m, const struct q_rcpt *rcpts,

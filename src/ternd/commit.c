@@ -24,6 +24,9 @@
 
 #define COMMIT_BATCH_LIMIT 1024
 
+static uint64_t ternd_last_qid;		/* the highest queue id recorded */
+static time_t last_reader_check;
+
 static pthread_t commit_thread;
 
 /* now_us - wall clock in microseconds */
@@ -67,7 +70,7 @@ struct batch {
 static int batch_write(struct store_txn *txn, void *arg)
 {
 	struct batch *b = arg;
-	uint64_t last_qid = 0;
+	uint64_t last_qid = 0, v;
 	int rc;
 
 	for (size_t i = 0; i < b->n; i++) {
@@ -78,12 +81,14 @@ static int batch_write(struct store_txn *txn, void *arg)
 				return rc;
 			continue;
 		}
-		if ((rc = store_put_msg(txn, j->msg)) != 0)
+		if ((rc = store_add_msg(txn, j->msg)) != 0)
 			return rc;
 		for (size_t r = 0; r < j->nrcpts; r++)
 			if ((rc = store_put_rcpt(txn, j->msg->qid, &j->rcpts[r], 0)) != 0)
 				return rc;
-		qid_parse(j->msg->qid, &last_qid);
+		/* Queue ids come from MAIL time, commits in any order: keep the highest. */
+		if (qid_parse(j->msg->qid, &v) == 0 && v > last_qid)
+			last_qid = v;
 	}
 	if (b->appended) {
 		struct store_seg seg = {.id = b->seg_id};
@@ -98,8 +103,10 @@ static int batch_write(struct store_txn *txn, void *arg)
 		if ((rc = store_put_seg(txn, &seg)) != 0)
 			return rc;
 	}
-	if (last_qid && (rc = store_put_meta(txn, "last_qid", last_qid)) != 0)
+	if (last_qid > ternd_last_qid && (rc = store_put_meta(txn, "last_qid", last_qid)) != 0)
 		return rc;
+	if (last_qid > ternd_last_qid)
+		ternd_last_qid = last_qid;	/* the committer is the only writer */
 	return 0;
 }
 
@@ -144,18 +151,26 @@ static size_t take_batch(struct job **jobs, size_t max)
 	size_t n = 0;
 
 	pthread_mutex_lock(&ternd.lock);
-	while (ternd.head == NULL && !ternd.stopping) {
-		struct timespec t;
+	for (;;) {
+		while (ternd.head == NULL && !ternd.stopping) {
+			struct timespec t;
 
-		clock_gettime(CLOCK_REALTIME, &t);
-		t.tv_sec += 60;
-		if (pthread_cond_timedwait(&ternd.work, &ternd.lock, &t) == ETIMEDOUT) {
-			/* Idle for a minute: free reader slots of dead ternq processes. */
+			clock_gettime(CLOCK_REALTIME, &t);
+			t.tv_sec += 60;
+			if (pthread_cond_timedwait(&ternd.work, &ternd.lock, &t) == ETIMEDOUT)
+				break;
+		}
+		if (time(NULL) - last_reader_check >= 60) {
+			/* Free the reader slots of dead ternq processes, busy or not. */
 			int dead = store_reader_check(ternd.store);
 
+			last_reader_check = time(NULL);
 			if (dead)
-				log_info("cleared %d stale queue database reader%s", dead, dead == 1 ? "" : "s");
+				log_info("cleared %d stale queue database reader%s", dead,
+					 dead == 1 ? "" : "s");
 		}
+		if (ternd.head != NULL || ternd.stopping)
+			break;
 	}
 	while (ternd.head && n < max) {
 		jobs[n++] = ternd.head;
@@ -253,8 +268,15 @@ static void *commit_main(void *arg)
 			failed = 1;
 			snprintf(err, sizeof(err), "spool directory fsync: %s", strerror(errno));
 		}
-		if (!failed && store_write(ternd.store, batch_write, &b, err, sizeof(err)) < 0)
-			failed = 1;
+		if (!failed) {
+			int rc = store_write(ternd.store, batch_write, &b, err, sizeof(err));
+
+			if (rc == STORE_PANIC) {
+				finish(jobs, b.n, -1, err);
+				log_fatal("%s: stopping, so that a restart can recover the queue", err);
+			}
+			failed = rc < 0;
+		}
 		if (failed) {
 			log_error("commit of %zu job%s failed: %s", b.n, b.n == 1 ? "" : "s", err);
 			/* Never append to a segment whose state after an error is unknown. */
@@ -281,8 +303,9 @@ void commit_start(void)
 
 	ternd.head = NULL;
 	ternd.tail = &ternd.head;
-	if (store_get_meta(ternd.store, "next_seg", &last_seg) < 0)
-		log_fatal("cannot read the segment counter");
+	if (store_get_meta(ternd.store, "next_seg", &last_seg) < 0
+	    || store_get_meta(ternd.store, "last_qid", &ternd_last_qid) < 0)
+		log_fatal("cannot read the queue counters");
 	if (segment_rotate(err, sizeof(err)) < 0)
 		log_fatal("cannot start a spool segment: %s", err);
 	if (pthread_create(&commit_thread, NULL, commit_main, NULL) != 0)

@@ -29,6 +29,7 @@
 
 struct listener {
 	int fd;
+	int sessions;			/* its own count: SMTP clients cannot starve LMTP */
 	int lmtp;
 	int unix_socket;
 	char name[128];
@@ -39,6 +40,7 @@ static struct listener listeners[2];
 static int nlisteners;
 
 struct conn {
+	struct listener *l;
 	int fd;
 	int lmtp;
 	char client[80];
@@ -124,9 +126,10 @@ static void *session_thread(void *arg)
 
 	session_run(c->fd, c->lmtp, c->client);
 	close(c->fd);
-	free(c);
 	pthread_mutex_lock(&ternd.lock);
 	ternd.sessions--;
+	c->l->sessions--;
+	free(c);
 	pthread_cond_broadcast(&ternd.done);
 	pthread_mutex_unlock(&ternd.lock);
 	return NULL;
@@ -160,8 +163,8 @@ static void *accept_loop(void *arg)
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
-			if (errno == EBADF || errno == EINVAL)
-				break;	/* closed: stopping */
+			if (errno == EBADF || errno == EINVAL || errno == ENOTSOCK)
+				break;	/* shut down: stopping */
 			log_warning("%s: accept: %s", l->name, strerror(errno));
 			usleep(100000);
 			continue;
@@ -183,9 +186,11 @@ static void *accept_loop(void *arg)
 			}
 		}
 		pthread_mutex_lock(&ternd.lock);
-		busy = ternd.sessions >= ternd_conf()->ternd.max_inbound_sessions || ternd.stopping;
-		if (!busy)
+		busy = l->sessions >= ternd_conf()->ternd.max_inbound_sessions || ternd.stopping;
+		if (!busy) {
 			ternd.sessions++;
+			l->sessions++;
+		}
 		pthread_mutex_unlock(&ternd.lock);
 		if (busy) {
 			log_warning("%s: refused connection from %s: max_inbound_sessions (%lld) reached",
@@ -197,6 +202,7 @@ static void *accept_loop(void *arg)
 			continue;
 		}
 		c = xcalloc(1, sizeof(*c));
+		c->l = l;
 		c->fd = fd;
 		c->lmtp = l->lmtp;
 		snprintf(c->client, sizeof(c->client), l->unix_socket ? "local" : "[%s]", addr);
@@ -209,6 +215,7 @@ static void *accept_loop(void *arg)
 			free(c);
 			pthread_mutex_lock(&ternd.lock);
 			ternd.sessions--;
+			l->sessions--;
 			pthread_mutex_unlock(&ternd.lock);
 		}
 		pthread_attr_destroy(&attr);
@@ -251,9 +258,9 @@ void listen_start(void)
 void listen_stop(void)
 {
 	for (int i = 0; i < nlisteners; i++) {
-		shutdown(listeners[i].fd, SHUT_RDWR);
-		close(listeners[i].fd);
+		shutdown(listeners[i].fd, SHUT_RDWR);	/* wakes accept() */
 		pthread_join(listeners[i].thread, NULL);
+		close(listeners[i].fd);
 	}
 	nlisteners = 0;
 }

@@ -37,10 +37,10 @@ struct ternd ternd = {
 	.done = PTHREAD_COND_INITIALIZER,
 };
 
-/* Configurations replaced by SIGHUP stay allocated: sessions may still
- * read them, and a reload is rare. */
-static struct conf *retired[64];
-static int nretired;
+/* Configurations replaced by SIGHUP stay allocated until exit: sessions
+ * and delivery threads may still read them, and a reload is rare. */
+static struct conf **retired;
+static size_t nretired;
 
 /* own_dir - create dir for the tern user, or check that it owns it; a
  * root-owned one is taken over when take_root is set (RUN_DIR made by a
@@ -77,7 +77,8 @@ static void lock_pid_file(void)
 	ssize_t n;
 
 	snprintf(path, sizeof(path), "%s/ternd.pid", ternd.conf->global.run_dir);
-	if ((pid_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0)
+	/* O_NOFOLLOW: root must not follow a link the tern user planted. */
+	if ((pid_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644)) < 0)
 		log_fatal("%s: %s", path, strerror(errno));
 	if (flock(pid_fd, LOCK_EX | LOCK_NB) < 0) {
 		n = read(pid_fd, pid, sizeof(pid) - 1);
@@ -108,23 +109,22 @@ static void reload(const char *path)
 		log_error("reload failed, keeping the running configuration: %s", err);
 		return;
 	}
-	if (nretired == (int)(sizeof(retired) / sizeof(retired[0]))) {
-		log_error("reload refused: too many reloads since start; restart ternd");
-		conf_free(&conf);
-		return;
-	}
 	if (strcmp(conf->ternd.lmtp_listen, ternd.conf->ternd.lmtp_listen) != 0
 	    || strcmp(conf->ternd.smtp_listen, ternd.conf->ternd.smtp_listen) != 0)
 		log_warning("listener changes take a restart");
 	old = ternd.conf;
 	__atomic_store_n(&ternd.conf, conf, __ATOMIC_RELEASE);
+	retired = xreallocarray(retired, nretired + 1, sizeof(*retired));
 	retired[nretired++] = old;
 	log_info("configuration reloaded from %s", path);
 }
 
-/* drain - SIGTERM: stop accepting, let sessions finish (bounded), stop */
-static void drain(void)
+/* drain - SIGTERM: stop accepting, let sessions finish (bounded), stop;
+ * returns how many sessions are still running */
+static int drain(void)
 {
+	int left;
+
 	struct timespec deadline;
 
 	log_info("stopping: no new sessions");
@@ -135,12 +135,14 @@ static void drain(void)
 	while (ternd.sessions > 0)
 		if (pthread_cond_timedwait(&ternd.done, &ternd.lock, &deadline) == ETIMEDOUT)
 			break;
-	if (ternd.sessions > 0)
+	left = ternd.sessions;
+	if (left > 0)
 		log_warning("stopping with %d session%s open: their messages were not acknowledged",
-			    ternd.sessions, ternd.sessions == 1 ? "" : "s");
+			    left, left == 1 ? "" : "s");
 	pthread_mutex_unlock(&ternd.lock);
 	relay_stop();
 	commit_stop();
+	return left;
 }
 
 /* usage - print usage and exit 2 */
@@ -211,9 +213,17 @@ int main(int argc, char **argv)
 	/* Group members (ternq) need to write LMDB's lock file: 0660. */
 	umask(007);
 
-	/* As the tern user: the queue. */
+	/* As the tern user: the queue, locked for this process's life so that
+	 * ternq never writes it behind our back (see ternq's direct mode). */
 	{
 		char path[4096];
+		int lock_fd;
+
+		snprintf(path, sizeof(path), "%s/ternd.lock", g->state_dir);
+		if ((lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0660)) < 0
+		    || flock(lock_fd, LOCK_EX | LOCK_NB) < 0)
+			log_fatal("%s: %s", path, errno == EWOULDBLOCK
+				  ? "another ternd (or ternq) is using this state_dir" : strerror(errno));
 
 		snprintf(path, sizeof(path), "%s/queue", g->state_dir);
 		if ((ternd.store = store_open(path, 0, err, sizeof(err))) == NULL)
@@ -249,11 +259,16 @@ int main(int argc, char **argv)
 		}
 		break;
 	}
-	drain();
+	if (drain() > 0) {
+		/* Sessions still run: exit without freeing what they use. */
+		log_info("stopped");
+		_exit(0);
+	}
 	spool_close(&ternd.spool);
 	store_close(&ternd.store);
-	for (int i = 0; i < nretired; i++)
+	for (size_t i = 0; i < nretired; i++)
 		conf_free(&retired[i]);
+	free(retired);
 	conf_free(&ternd.conf);
 	log_info("stopped");
 	return 0;

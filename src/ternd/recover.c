@@ -210,6 +210,13 @@ int recover(char *err, size_t errlen)
 		snprintf(err, errlen, "cannot read the queue database");
 		return -1;
 	}
+	{
+		uint64_t in_table = 0;
+
+		/* Never below an id in the queue, whatever the clock says. */
+		if (store_last_qid(ternd.store, &in_table) == 0 && in_table > last)
+			last = in_table;
+	}
 	qid_gen_init(&ternd.qids, last);
 	ternd.queued = count;
 	log_info("queue: %llu message%s", (unsigned long long)count, count == 1 ? "" : "s");

@@ -257,7 +257,8 @@ static void bounce(const struct result *res, const struct conf *conf, const char
 	struct dsn_rcpt *dr = xcalloc(res->nout, sizeof(*dr));
 	struct dsn_msg dm = {0};
 	struct dsn_buf buf = {0};
-	char id[QID_LEN + 16], *content = NULL;
+	char id[QID_LEN + 32], *content = NULL;
+	int flags;
 	size_t n = 0, clen = 0;
 	off_t off;
 	int fd;
@@ -287,13 +288,19 @@ static void bounce(const struct result *res, const struct conf *conf, const char
 	}
 	/* the original, for the third part */
 	if ((fd = spool_open_body(ternd.spool, &res->msg, &off)) >= 0) {
-		content = xmalloc(res->msg.size + 1);
-		ssize_t got = pread(fd, content, res->msg.size, off);
+		/* Enough for the whole message under RET=FULL, or its header:
+		 * a larger message is returned as headers only anyway. */
+		size_t want = res->msg.size < DSN_HEADERS_MAX + DSN_FULL_MAX
+			? (size_t)res->msg.size : DSN_HEADERS_MAX + DSN_FULL_MAX;
+
+		content = xmalloc(want + 1);
+		ssize_t got = pread(fd, content, want, off);
 
 		clen = got > 0 ? (size_t)got : 0;
 		close(fd);
 	}
-	snprintf(id, sizeof(id), "%s.dsn", res->msg.qid);
+	/* unique per attempt: a message may bounce recipients more than once */
+	snprintf(id, sizeof(id), "%s.%" PRIu64, res->msg.qid, res->now);
 	dm.reporting_mta = ternd.hostname;
 	dm.unique_id = id;
 	dm.now = time(NULL);
@@ -306,12 +313,13 @@ static void bounce(const struct result *res, const struct conf *conf, const char
 	dm.ret = (enum smtp_ret)res->msg.ret;
 	dm.content = content;
 	dm.content_len = clen;
-	if (dsn_build(&dm, &buf) < 0) {
+	if ((flags = dsn_build(&dm, &buf)) < 0) {
 		log_error("%s: cannot build the delivery status notification", res->msg.qid);
 	} else {
 		char dqid[QID_LEN + 1];
 
-		if (relay_enqueue_dsn(conf, res->msg.sender, buf.data, buf.len, dqid) == 0)
+		if (relay_enqueue_dsn(conf, res->msg.sender, buf.data, buf.len,
+				      (flags & DSN_SMTPUTF8) != 0, dqid) == 0)
 			log_info("%s: sender non-delivery notification: %s", res->msg.qid, dqid);
 		else
 			log_error("%s: cannot queue the non-delivery notification", res->msg.qid);
@@ -727,7 +735,7 @@ void relay_stop(void)
 /* relay_enqueue_dsn - queue a notification from <> to rcpt, routed like
  * any mail; committed before it is counted as sent */
 int relay_enqueue_dsn(const struct conf *conf, const char *rcpt, const char *body, size_t len,
-		      char qid[QID_LEN + 1])
+		      int smtputf8, char qid[QID_LEN + 1])
 {
 	const char *peer = conf_route(conf, rcpt);
 	struct q_msg m = {0};
@@ -745,6 +753,8 @@ int relay_enqueue_dsn(const struct conf *conf, const char *rcpt, const char *bod
 	m.nrcpt = m.nlive = 1;
 	m.sender = m.envid = m.helo = (char *)"";
 	m.client = (char *)"local";
+	if (smtputf8)
+		m.flags |= QMSG_SMTPUTF8;
 	for (size_t i = 0; i < len; i++)
 		if ((unsigned char)body[i] > 127)
 			m.flags |= QMSG_8BIT;

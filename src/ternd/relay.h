@@ -11,6 +11,6 @@ void relay_start(void);
 void relay_stop(void);
 void relay_kick(void);
 int relay_enqueue_dsn(const struct conf *conf, const char *rcpt, const char *body, size_t len,
-		      char qid[QID_LEN + 1]);
+		      int smtputf8, char qid[QID_LEN + 1]);
 
 #endif

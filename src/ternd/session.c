@@ -107,8 +107,8 @@ static void flush(struct session *s)
 			session_fail(s, "timeout after reply");
 			break;
 		}
-		n = send(s->fd, s->out + done, s->out_len - done, MSG_NOSIGNAL);
-		if (n < 0 && errno == EINTR)
+		n = send(s->fd, s->out + done, s->out_len - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (n <= 0) {
 			session_fail(s, "lost connection after reply");
@@ -605,7 +605,9 @@ static int data_ready(struct session *s, int bdat)
 		return 0;
 	}
 	if (s->nrcpts == 0) {
-		error_reply(s, "554 5.5.1 Error: no valid recipients");
+		/* RFC 2033 4.2: 503 in LMTP; Postfix's 554 in SMTP */
+		error_reply(s, s->lmtp ? "503 5.5.1 Error: no valid recipients"
+			    : "554 5.5.1 Error: no valid recipients");
 		return 0;
 	}
 	if (!bdat && s->bdat) {
@@ -692,6 +694,14 @@ static void command(struct session *s, char *line, size_t len)
 	}
 	if (smtp_cmd_parse(line, len, &cmd, &err) < 0) {
 		error_reply(s, err);
+		if (cmd.verb == CMD_BDAT) {
+			/* The chunk's length is unknown: its octets would be read as
+			 * commands. End the session instead. */
+			reply(s, "421 4.5.0 %s Error: cannot find the end of that BDAT chunk",
+			      ternd.hostname);
+			flush(s);
+			session_fail(s, "bad BDAT command");
+		}
 		return;
 	}
 	if (s->bdat && cmd.verb != CMD_BDAT && cmd.verb != CMD_RSET && cmd.verb != CMD_QUIT

@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -105,6 +107,24 @@ static void trace_hex(const struct q_msg *m, char out[TRACE_ID_HEX + 1])
 	trace_id_hex(&tp, out);
 }
 
+/* jstr - a JSON string; octets that are not valid UTF-8 become '?' so a
+ * member is never silently dropped */
+static json_t *jstr(const char *s)
+{
+	json_t *j = json_string(s);
+
+	if (j == NULL) {
+		char *copy = xstrdup(s);
+
+		for (char *p = copy; *p; p++)
+			if ((unsigned char)*p > 127)
+				*p = '?';
+		j = json_string(copy);
+		free(copy);
+	}
+	return j;
+}
+
 /* msg_json - the JSON object of one message (members only ever grow) */
 static json_t *msg_json(const struct q_msg *m, const struct q_rcpt *r, size_t n)
 {
@@ -112,29 +132,29 @@ static json_t *msg_json(const struct q_msg *m, const struct q_rcpt *r, size_t n)
 	json_t *o = json_object(), *rs = json_array();
 
 	trace_hex(m, tid);
-	json_object_set_new(o, "queue_id", json_string(m->qid));
+	json_object_set_new(o, "queue_id", jstr(m->qid));
 	json_object_set_new(o, "arrival_time", json_integer((json_int_t)(m->arrival_us / 1000000)));
 	json_object_set_new(o, "message_size", json_integer((json_int_t)m->size));
-	json_object_set_new(o, "sender", json_string(m->sender));
-	json_object_set_new(o, "state", json_string(msg_state(m, r, n)));
-	json_object_set_new(o, "trace_id", json_string(tid));
-	json_object_set_new(o, "client", json_string(m->client));
-	json_object_set_new(o, "helo", json_string(m->helo));
-	json_object_set_new(o, "protocol", json_string(m->flags & QMSG_LMTP ? "LMTP" : "ESMTP"));
+	json_object_set_new(o, "sender", jstr(m->sender));
+	json_object_set_new(o, "state", jstr(msg_state(m, r, n)));
+	json_object_set_new(o, "trace_id", jstr(tid));
+	json_object_set_new(o, "client", jstr(m->client));
+	json_object_set_new(o, "helo", jstr(m->helo));
+	json_object_set_new(o, "protocol", jstr(m->flags & QMSG_LMTP ? "LMTP" : "ESMTP"));
 	if (m->flags & QMSG_OWNFILE)
 		snprintf(spool, sizeof(spool), "own/%s", m->qid);
 	else
 		snprintf(spool, sizeof(spool), "seg/%016llx", (unsigned long long)m->seg_id);
-	json_object_set_new(o, "spool_file", json_string(spool));
+	json_object_set_new(o, "spool_file", jstr(spool));
 	for (size_t i = 0; i < n; i++) {
 		json_t *x = json_object();
 
-		json_object_set_new(x, "address", json_string(r[i].addr));
-		json_object_set_new(x, "state", json_string(rcpt_state_name(r[i].state)));
-		json_object_set_new(x, "peer", json_string(r[i].peer));
+		json_object_set_new(x, "address", jstr(r[i].addr));
+		json_object_set_new(x, "state", jstr(rcpt_state_name(r[i].state)));
+		json_object_set_new(x, "peer", jstr(r[i].peer));
 		json_object_set_new(x, "attempts", json_integer(r[i].attempts));
 		json_object_set_new(x, "next_attempt", json_integer((json_int_t)(r[i].next_us / 1000000)));
-		json_object_set_new(x, "delay_reason", json_string(r[i].reply));
+		json_object_set_new(x, "delay_reason", jstr(r[i].reply));
 		json_array_append_new(rs, x);
 	}
 	json_object_set_new(o, "recipients", rs);
@@ -338,6 +358,7 @@ struct change {
 	enum queue_op op;
 	const char *verb;
 	int fd;				/* control socket, or -1 */
+	int lock;			/* ternd.lock held in direct mode, or -1 */
 	struct spool *sp;		/* when changing the queue ourselves */
 	int missing;
 	int failed;
@@ -410,7 +431,7 @@ static int collect_id(const struct q_msg *m, const struct q_rcpt *r, size_t n, v
 /* cmd_change - hold, release, delete or retry the given messages */
 static int cmd_change(struct ternq *q, const char *verb, char **ids, int nids)
 {
-	struct change c = {.q = q, .verb = verb, .fd = -1};
+	struct change c = {.q = q, .verb = verb, .fd = -1, .lock = -1};
 	char err[512], line[256];
 
 	if (queue_op_parse(verb, &c.op) < 0)
@@ -424,7 +445,19 @@ static int cmd_change(struct ternq *q, const char *verb, char **ids, int nids)
 		return EXIT_USAGE;
 	}
 	if (c.fd < 0) {
-		/* ternd is not running: change the queue ourselves. */
+		/* ternd is not running: change the queue ourselves, holding its
+		 * lock, so that a ternd we could not reach is never written
+		 * behind. */
+		char lock[4096];
+
+		snprintf(lock, sizeof(lock), "%s/ternd.lock", q->conf->global.state_dir);
+		if ((c.lock = open(lock, O_RDWR | O_CLOEXEC | O_NOFOLLOW)) >= 0
+		    && flock(c.lock, LOCK_EX | LOCK_NB) < 0) {
+			fprintf(stderr, "ternq: ternd is running (%s is locked) but its control "
+				"socket does not answer: not changing the queue\n", lock);
+			close(c.lock);
+			return EXIT_USAGE;
+		}
 		store_close(&q->store);
 		q->store = open_store(q->conf, 0);
 		if ((c.sp = spool_open(q->conf->global.spool_dir, 0, err, sizeof(err))) == NULL) {
@@ -438,7 +471,10 @@ static int cmd_change(struct ternq *q, const char *verb, char **ids, int nids)
 
 			store_foreach(q->store, collect_id, &l);
 			for (size_t k = 0; k < l.n; k++) {
+				int missing = c.missing;
+
 				change_one(&c, l.ids[k]);
+				c.missing = missing;	/* gone meanwhile (delivered): fine */
 				free(l.ids[k]);
 			}
 			free(l.ids);
@@ -454,6 +490,8 @@ static int cmd_change(struct ternq *q, const char *verb, char **ids, int nids)
 	}
 	if (c.fd >= 0)
 		close(c.fd);
+	if (c.lock >= 0)
+		close(c.lock);
 	spool_close(&c.sp);
 	if (c.done)
 		fprintf(stderr, "ternq: %s: %u message%s\n", verb, c.done, c.done == 1 ? "" : "s");

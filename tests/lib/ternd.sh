@@ -2,12 +2,18 @@
 #
 #     . tests/lib/tap.sh; . tests/lib/ternd.sh
 #     ternd_setup DIR [tern.conf lines for [ternd]...]   # config, start, wait
+#     TERND_PEERS=$'[peer a]\nhost = ...\n[routes]\n* = a' ternd_setup DIR ...
 #     ternq_ list --json                                  # the built ternq
 #     ternd_restart / ternd_kill9 / ternd_stop
 #
 # Sets TERND_DIR, TERND_PORT (SMTP), TERND_LMTP (unix socket path),
 # TERND_CONF, TERND_PID, TERND_LOG. State, spool and run directories live
 # under DIR; the daemon drops privileges to the tern user.
+#
+# The configuration ends with "[peer relay]" (no host: mail stays queued)
+# and "[routes] * = relay", unless TERND_PEERS is set and not empty: then
+# its text (the [peer NAME] sections and the [routes] section, lines
+# separated by newlines) is written there instead.
 
 _ternd_bin=${top_builddir:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}/src/ternd/ternd
 _ternq_bin=${top_builddir:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}/src/ternq/ternq
@@ -27,7 +33,11 @@ ternd_setup() {
 			"spool_dir = $TERND_DIR/spool" "run_dir = $TERND_DIR/run" "[ternd]" \
 			"lmtp_listen = unix:$TERND_LMTP" "smtp_listen = inet:127.0.0.1:$TERND_PORT"
 		printf '%s\n' "$@"
-		printf '%s\n' "[peer relay]" "[routes]" "* = relay"
+		if [ -n "${TERND_PEERS:-}" ]; then
+			printf '%s\n' "$TERND_PEERS"
+		else
+			printf '%s\n' "[peer relay]" "[routes]" "* = relay"
+		fi
 	} >"$TERND_CONF"
 	ternd_start
 }

@@ -1,0 +1,429 @@
+#!/bin/bash
+# ternd-relay.sh - ternd relays its queue to [peer NAME]s: smtp-sink
+# instances that accept, hard-reject, soft-reject or drop the connection
+# after the end of data, and a real Postfix smarthost with STARTTLS and a
+# certificate made here. Checks what arrives (byte for byte, dots
+# un-stuffed), the log lines, ternq's view of deferred recipients, retries
+# after min_backoff, connection reuse, DSNs for bounces (none for <>), and
+# that tls = verify sends nothing when the name or STARTTLS is wrong.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../lib/tap.sh"
+. "$here/../lib/postfix.sh"
+. "$here/../lib/ternd.sh"
+
+[ "$(id -u)" -eq 0 ] || tap_skip_all "must run as root (ternd drops privileges, postfix start)"
+for cmd in swaks smtp-sink smtp-source postfix openssl python3 ss; do
+	command -v "$cmd" >/dev/null || tap_skip_all "$cmd not installed"
+done
+blast=${top_builddir:-$here/../..}/bench/smtp-blast
+[ -x "$blast" ] || tap_skip_all "bench/smtp-blast not built"
+
+top=$(tap_tmpdir)
+
+# --- helpers --------------------------------------------------------------------
+
+declare -A sink_pid sink_port
+# sink NAME PORT DUMPDIR [smtp-sink options...] - start an smtp-sink that
+# dumps each transaction to DUMPDIR and prints its counters to $top/NAME.out
+sink() {
+	local name=$1 port=$2 dir=$3
+	shift 3
+	mkdir -p "$dir" && chmod 0777 "$dir"
+	smtp-sink -c -u nobody "$@" -d "$dir/%M." "127.0.0.1:$port" 64 >>"$top/$name.out" 2>&1 &
+	sink_pid[$name]=$!
+	sink_port[$name]=$port
+	tap_bg_register "$!"
+	wait_for_port "$port"
+}
+
+# sink_stop NAME - stop a sink (and the connections it holds)
+sink_stop() {
+	kill -TERM "${sink_pid[$1]}" 2>/dev/null
+	wait "${sink_pid[$1]}" 2>/dev/null
+	wait_until 5 sh -c "! ss -Hltn 'sport = :${sink_port[$1]}' | grep -q ."
+}
+
+# files DIR - the number of dumped transactions in DIR
+files() {
+	find "$1" -type f | wc -l
+}
+
+# counters NAME - the sink's last "sess=S quit=Q mesg=M" counter line
+counters() {
+	tr '\r' '\n' <"$top/$1.out" | grep '^sess=' | tail -1
+}
+
+# nlog REGEX - lines of ternd's log matching the extended REGEX
+nlog() {
+	grep -cE "$1" "$TERND_LOG"
+}
+
+# _atleast N REGEX - ternd's log has at least N lines matching REGEX
+_atleast() {
+	[ "$(nlog "$2")" -ge "$1" ]
+}
+
+# send NAME FROM TO [swaks options...] - one message; prints its queue id
+send() {
+	local name=$1 from=$2 to=$3
+	shift 3
+	swaks --server 127.0.0.1 --port "$TERND_PORT" --from "$from" --to "$to" "$@" \
+		>"$top/$name.swaks" 2>&1
+	sed -n 's/^<-  250 2.0.0 Ok: queued as \([0-9A-Z]*\)$/\1/p' "$top/$name.swaks"
+}
+
+# rcpt_json QID FIELD - a field of the message's first recipient (ternq show --json)
+rcpt_json() {
+	ternq_ show "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["recipients"][0][sys.argv[1]])' "$2"
+}
+
+# dump_content FILE - a dumped message as sent by its author: without
+# smtp-sink's X-* lines and Received:, and without the Received: ternd added
+dump_content() {
+	python3 - "$1" <<-'EOF'
+		import sys
+		lines = open(sys.argv[1], "rb").read().split(b"\n")
+		i = 0
+		while lines[i].startswith(b"X-"):
+		    i += 1
+		assert lines[i].startswith(b"Received: from "), lines[i]
+		i += 3
+		assert lines[i].startswith(b"Received: from "), lines[i]
+		i += 1
+		while lines[i][:1] in (b" ", b"\t"):
+		    i += 1
+		sys.stdout.buffer.write(b"\n".join(lines[i:]))
+	EOF
+}
+
+# --- certificates: an ECDSA P-256 CA and smarthost.test signed by it --------------
+
+pki=$top/pki
+mkdir -p "$pki"
+(
+	cd "$pki" &&
+		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+			-keyout ca.key -out ca.pem -subj "/CN=tern relay test CA" \
+			-addext "basicConstraints=critical,CA:TRUE" \
+			-addext "keyUsage=critical,keyCertSign,cRLSign" &&
+		openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+			-keyout server.key -out server.csr -subj "/CN=smarthost.test" &&
+		printf '%s\n' "subjectAltName=DNS:smarthost.test" "basicConstraints=CA:FALSE" \
+			"keyUsage=critical,digitalSignature" "extendedKeyUsage=serverAuth" >server.ext &&
+		openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -set_serial 2 -days 2 \
+			-extfile server.ext -out server.pem
+) >"$top/pki.log" 2>&1
+chmod 0644 "$pki"/*
+tap_check "openssl: server certificate for smarthost.test verifies against the CA" \
+	openssl verify -CAfile "$pki/ca.pem" -verify_hostname smarthost.test "$pki/server.pem"
+
+# --- the smarthost: Postfix with STARTTLS, discarding what it accepts -------------
+
+pf=$top/pf
+pf_port=$(free_port)
+pf_create "$pf" "$pf_port"
+pf_conf "$pf" "smtpd_tls_cert_file = $pki/server.pem" "smtpd_tls_key_file = $pki/server.key" \
+	"smtpd_tls_security_level = may" "smtpd_tls_loglevel = 1" \
+	"default_transport = discard" "relay_transport = discard" \
+	"smtpd_recipient_restrictions = check_recipient_access inline:{nouser@one.test=REJECT}"
+tap_check "postfix starts" pf_start "$pf"
+
+# --- the sinks and ternd ------------------------------------------------------------
+
+for s in plain hard dsn soft drop notls nogreet; do
+	sink_port[$s]=$(free_port)
+done
+sink plain "${sink_port[plain]}" "$top/plain"
+sink hard "${sink_port[hard]}" "$top/hard" -f rcpt
+sink dsn "${sink_port[dsn]}" "$top/dsn"
+sink soft "${sink_port[soft]}" "$top/soft1" -r rcpt
+sink drop "${sink_port[drop]}" "$top/drop1" -q .
+sink notls "${sink_port[notls]}" "$top/notls"
+sink nogreet "${sink_port[nogreet]}" "$top/nogreet" -q connect
+
+# peer NAME PORT [lines...] - a [peer NAME] section for 127.0.0.1:PORT
+peer() {
+	printf '%s\n' "[peer $1]" "host = [127.0.0.1]" "port = $2" "${@:3}"
+}
+TERND_PEERS=$(
+	peer plain "${sink_port[plain]}" "tls = none" "max_connections = 4" \
+		"helo_name = out.ternd.test" "idle_timeout = 1s"
+	peer hard "${sink_port[hard]}" "tls = none" "max_connections = 1"
+	peer dsnsink "${sink_port[dsn]}" "tls = none"
+	peer soft "${sink_port[soft]}" "tls = none" "max_connections = 1"
+	peer drop "${sink_port[drop]}" "tls = none" "max_connections = 1"
+	peer smarthost "$pf_port" "tls = verify" "tls_ca_file = $pki/ca.pem" \
+		"tls_servername = smarthost.test" "max_connections = 2"
+	peer wrongname "$pf_port" "tls = verify" "tls_ca_file = $pki/ca.pem" \
+		"tls_servername = wrong.test" "max_connections = 1"
+	peer notls "${sink_port[notls]}" "tls = verify" "tls_ca_file = $pki/ca.pem" \
+		"max_connections = 1"
+	peer smarthost1 "$pf_port" "tls = verify" "tls_ca_file = $pki/ca.pem" \
+		"tls_servername = smarthost.test" "max_connections = 1"
+	peer nogreet "${sink_port[nogreet]}" "tls = none" "max_connections = 1"
+	printf '%s\n' "[routes]" "example.com = plain" "example.org = dsnsink" "hard.test = hard" \
+		"soft.test = soft" "drop.test = drop" "tls.test = smarthost" \
+		"wrongname.test = wrongname" "notls.test = notls" "one.test = smarthost1" \
+		"nogreet.test = nogreet"
+)
+export TERND_PEERS
+ternd_setup "$top/t" "min_backoff = 2s" "max_backoff = 4s" || exit 1
+unset TERND_PEERS
+tap_is "ternd starts a relay for each of the 10 peers" \
+	"$(nlog ': peer [a-z0-9]+: relaying to \[127\.0\.0\.1\] port [0-9]+, tls (none|verify), [0-9] connections?$')" 10
+
+# Postfix-style delivery lines: QID: to=<...>, relay=..., delay=..., tls=..., dsn=..., status=...
+q='[0-9A-Z]{13}'
+relay_re() { # relay_re PORT - relay= for [127.0.0.1]:PORT
+	printf '127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\]:%s' "$1"
+}
+d='delay=[0-9.e+-]+'
+
+# --- 1. plain relay: 100 pipelined messages plus 3 with dot lines -----------------------
+
+printf '%s\r\n' "From: dots@example.org" "To: dots1@example.com" "Subject: dots 1" "" \
+	".leading dot" "..two dots" "." "a line after a lone dot" ". dot space" "end" >"$top/dots1.eml"
+printf '%s\r\n' "From: dots@example.org" "To: dots2@example.com" "Subject: dots 2" "" \
+	"." ".." "..." "x" "." >"$top/dots2.eml"
+# dots 3: about 300 KB (a spool file of its own), every line a dot line, so
+# that dots meet the sender's 64 KB read boundaries
+{
+	printf '%s\r\n' "From: dots@example.org" "To: dots3@example.com" "Subject: dots 3" ""
+	for ((i = 0; i < 12000; i++)); do
+		printf '.%d\r\n..%d\r\n' "$i" "$((i * 7))"
+	done
+} >"$top/dots3.eml"
+$blast -c 4 -n 100 "127.0.0.1:$TERND_PORT" >"$top/blast.out" 2>&1
+tap_like "smtp-blast: 100 messages accepted" "$(cat "$top/blast.out")" '^messages=100 accepted=100 failed=0 '
+dqid=()
+for i in 1 2 3; do
+	{ cat "$top/dots$i.eml"; printf '.\r\n'; } >"$top/dots$i.data"
+	dqid[i]=$(send "dots$i" dots@example.org "dots$i@example.com" --data @"$top/dots$i.data")
+done
+tap_like "swaks: 3 messages with dot lines queued" "${dqid[*]}" "^$q $q $q\$"
+
+wait_until 30 _atleast 103 ": $q: removed$"
+tap_is "1: 103 transactions arrive at the sink" "$(files "$top/plain")" 103
+tap_is "1: ternq: the queue is empty" "$(ternq_ list --json | wc -l)" 0
+tap_is "1: ternq list says so" "$(ternq_ list | tail -1)" "Mail queue is empty"
+sent_re=": ($q): to=<[^>]+@example\\.com>, relay=$(relay_re "${sink_port[plain]}"), $d, tls=none, dsn=2\\.0\\.0, status=sent \\(250 2\\.0\\.0 Ok\\)$"
+tap_is "1: 103 status=sent lines, Postfix style" "$(nlog "$sent_re")" 103
+sent_ids=$(grep -E "$sent_re" "$TERND_LOG" | sed -E 's/^.*: ([0-9A-Z]{13}): to=.*/\1/' | sort)
+removed_ids=$(grep -E ": $q: removed$" "$TERND_LOG" | sed -E 's/^.*: ([0-9A-Z]{13}): removed$/\1/' | sort)
+tap_is "1: 103 distinct queue ids were sent" "$(uniq <<<"$sent_ids" | wc -l)" 103
+tap_is "1: each sent message has its QID: removed line, and only those" "$removed_ids" "$sent_ids"
+for i in 1 2 3; do
+	tap_is "1: dots $i: logged sent to <dots$i@example.com>" \
+		"$(nlog ": ${dqid[i]}: to=<dots$i@example\\.com>, relay=$(relay_re "${sink_port[plain]}"), $d, tls=none, dsn=2\\.0\\.0, status=sent ")" 1
+	f=$(grep -l "^Subject: dots $i\$" "$top"/plain/* | head -1)
+	dump_content "$f" >"$top/dots$i.got"
+	{ tr -d '\r' <"$top/dots$i.eml"; echo; } >"$top/dots$i.want"
+	tap_check "1: dots $i: the content arrives byte for byte, dots un-stuffed" \
+		cmp "$top/dots$i.want" "$top/dots$i.got"
+done
+tap_is "1: the envelope: MAIL FROM without parameters (no SIZE offered)" \
+	"$(cat "$top"/plain/* | grep -c '^X-Mail-Args: <blast@example\.org>$')" 100
+tap_is "1: one RCPT per transaction" "$(cat "$top"/plain/* | grep -c '^X-Rcpt-Args: <')" 103
+tap_is "1: helo_name is sent in EHLO" "$(cat "$top"/plain/* | grep -c '^X-Helo-Args: out\.ternd\.test$')" 103
+# Connection reuse: smtp-sink's -c counters count sessions when they end;
+# with idle_timeout = 1s, ternd closes its (at most 4) connections with QUIT.
+_plain_idle() {
+	[[ $(counters plain) =~ mesg=103$ ]] &&
+		! ss -Htn state established "sport = :${sink_port[plain]}" | grep -q .
+}
+wait_until 10 _plain_idle
+c=$(counters plain)
+tap_like "1: connections reused: at most max_connections = 4 sessions for 103 messages, each ended with QUIT" \
+	"$c" '^sess=([1-4]) quit=\1 mesg=103$'
+
+# --- 2. 5xx: bounced, a DSN to the sender via another peer; none for <> ------------------
+
+bqid=$(send hard1 alice@example.org bob@hard.test --header "Subject: hard 1" --body "hard body")
+wait_until 10 _atleast 1 ": $bqid: removed$"
+tap_is "2: RCPT 500 5.3.0: logged bounced" \
+	"$(nlog ": $bqid: to=<bob@hard\\.test>, relay=$(relay_re "${sink_port[hard]}"), $d, tls=none, dsn=5\\.3\\.0, status=bounced \\(500 5\\.3\\.0 Error: command failed\\)$")" 1
+dsnqid=$(sed -nE "s/^.*: $bqid: sender non-delivery notification: ($q)\$/\\1/p" "$TERND_LOG")
+tap_like "2: a non-delivery notification is queued" "$dsnqid" "^$q\$"
+tap_is "2: ... from <> to the sender" "$(nlog ": $dsnqid: from=<>, size=[0-9]+, nrcpt=1 \\(queue active\\)$")" 1
+wait_until 10 _atleast 1 ": $dsnqid: removed$"
+tap_is "2: the DSN is relayed to the sender's peer (dsnsink)" \
+	"$(nlog ": $dsnqid: to=<alice@example\\.org>, relay=$(relay_re "${sink_port[dsn]}"), $d, tls=none, dsn=2\\.0\\.0, status=sent \\(250 2\\.0\\.0 Ok\\)$")" 1
+tap_is "2: the hard-rejecting sink got no transaction" "$(files "$top/hard")" 0
+tap_is "2: dsnsink got one message" "$(files "$top/dsn")" 1
+f=$(find "$top/dsn" -type f | head -1)
+hdrs=$(sed -n '/^$/q;p' "$f")
+tap_like "2: DSN envelope: MAIL FROM:<>" "$hdrs" $'\nX-Mail-Args: <>\n'
+tap_like "2: DSN envelope: RCPT TO:<alice@example.org>" "$hdrs" $'\nX-Rcpt-Args: <alice@example\\.org>\n'
+tap_like "2: DSN From: MAILER-DAEMON" "$hdrs" $'\nFrom: MAILER-DAEMON@ternd\\.test \\(Mail Delivery System\\)\n'
+tap_like "2: DSN To: the sender" "$hdrs" $'\nTo: <alice@example\\.org>\n'
+tap_like "2: DSN Subject" "$hdrs" $'\nSubject: Undelivered Mail Returned to Sender\n'
+tap_like "2: DSN is multipart/report; report-type=delivery-status" "$hdrs" \
+	$'\nContent-Type: multipart/report; report-type=delivery-status;\n\tboundary="[^"]+"\n'
+report=$(sed -n '/^Content-Type: message\/delivery-status$/,/^--/p' "$f")
+tap_like "2: delivery-status: Final-Recipient, Action, Status, Remote-MTA, Diagnostic-Code" "$report" \
+	$'\nFinal-Recipient: rfc822; bob@hard\\.test\nAction: failed\nStatus: 5\\.3\\.0\nRemote-MTA: dns; 127\\.0\\.0\\.1\nDiagnostic-Code: smtp; 500 5\\.3\\.0 Error: command failed\n'
+# without RET=FULL, the original's headers only
+tap_like "2: the DSN returns the original's headers" "$(cat "$f")" \
+	$'\nContent-Type: text/rfc822-headers\n\nReceived: from [^\n]*\n\tby ternd\\.test \\(tern\\) with ESMTP id '"$bqid"$'\n(.*\n)*Subject: hard 1\n'
+tap_is "2: ... and not its body" "$(grep -c '^hard body$' "$f")" 0
+
+nqid=$(send hard2 '' carol@hard.test --header "Subject: hard 2")
+tap_like "2: a message from <> is queued" "$nqid" "^$q\$"
+wait_until 10 _atleast 1 ": $nqid: removed$"
+# (the same connection as the bounce above: max_connections = 1, idle_timeout 60s)
+tap_is "2: <>: logged bounced by the sink's RCPT reply" \
+	"$(grep -E ": $nqid: to=<carol@hard\\.test>, " "$TERND_LOG" | sed -E 's/^.*: ([0-9A-Z]{13}): /\1: /; s/delay=[^,]*/delay=D/')" \
+	"$nqid: to=<carol@hard.test>, relay=127.0.0.1[127.0.0.1]:${sink_port[hard]}, delay=D, tls=none, dsn=5.3.0, status=bounced (500 5.3.0 Error: command failed)"
+tap_is "2: <>: no notification is queued" "$(nlog ": $nqid: sender non-delivery")" 0
+sleep 1
+tap_is "2: <>: dsnsink still has one message" "$(files "$top/dsn")" 1
+tap_is "2: only one from=<> (the DSN) in the log" "$(nlog ": $q: from=<>, ")" 1
+
+# --- 3. 4xx: deferred with the reply, retried after min_backoff ------------------------
+
+t0=$EPOCHREALTIME
+sqid=$(send soft1 dave@example.org erin@soft.test --header "Subject: soft 1")
+wait_until 10 _atleast 1 ": $sqid: to=<erin@soft\\.test>, .*status=deferred "
+t1=$EPOCHREALTIME
+ternq_ show "$sqid" --json >"$top/soft.json"
+tap_is "3: RCPT 450 4.3.0: logged deferred" \
+	"$(nlog ": $sqid: to=<erin@soft\\.test>, relay=$(relay_re "${sink_port[soft]}"), $d, tls=none, dsn=4\\.3\\.0, status=deferred \\(450 4\\.3\\.0 Error: command failed\\)$")" 1
+tap_is "3: ternq show --json: deferred, one attempt, the reply as delay_reason" \
+	"$(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); r=m["recipients"][0]; print(m["state"], r["address"], r["state"], r["peer"], r["attempts"], r["delay_reason"])' "$top/soft.json")" \
+	"deferred erin@soft.test deferred soft 1 450 4.3.0 Error: command failed"
+na=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["recipients"][0]["next_attempt"])' "$top/soft.json")
+# next_attempt is in whole seconds: attempt time + 2 s +-20%
+tap_check "3: next_attempt is min_backoff (2s +-20%) after the attempt: $na in [$t0 + 1.6, $t1 + 2.4]" \
+	python3 -c 'import sys, math; na, t0, t1 = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]); sys.exit(not (math.floor(t0 + 1.6) <= na <= t1 + 2.4 and na + 1 > t1))' \
+	"$na" "$t0" "$t1"
+tap_like "3: ternq list --json: the message is deferred" "$(ternq_ list --json | grep "\"$sqid\"")" '"state": *"deferred"'
+sink_stop soft
+sink soft "${sink_port[soft]}" "$top/soft2"
+wait_until 15 _atleast 1 ": $sqid: removed$"
+tap_is "3: after the sink recovers, delivered by a retry" \
+	"$(nlog ": $sqid: to=<erin@soft\\.test>, relay=$(relay_re "${sink_port[soft]}"), $d, tls=none, dsn=2\\.0\\.0, status=sent \\(250 2\\.0\\.0 Ok\\)$")" 1
+# The old sink closed ternd's connection when it stopped; that connection
+# must not cost the retry (Postfix retries a dead cached session at once).
+tap_is "3: one deferral only: the retry does not fail on the connection the old sink closed" \
+	"$(nlog ": $sqid: to=<erin@soft\\.test>, .*status=deferred ")" 1
+tap_is "3: the recovered sink has the message" "$(grep -l '^Subject: soft 1$' "$top"/soft2/* 2>/dev/null | wc -l)" 1
+tap_is "3: the queue is empty" "$(ternq_ list --json | wc -l)" 0
+tap_is "3: no DSN for a deferral" "$(files "$top/dsn")" 1
+
+# --- 4. connection lost after the end of data: deferred, "may be delivered twice" --------
+
+rqid=$(send drop1 frank@example.org grace@drop.test --header "Subject: drop 1")
+wait_until 10 _atleast 1 ": $rqid: to=<grace@drop\\.test>, .*status=deferred "
+tap_is "4: no reply to the final dot: deferred, may be delivered twice" \
+	"$(grep -E ": $rqid: to=<grace@drop\\.test>, .*status=deferred " "$TERND_LOG" | head -1 | sed -E 's/^.*: ([0-9A-Z]{13}): /\1: /; s/delay=[^,]*/delay=D/')" \
+	"$rqid: to=<grace@drop.test>, relay=127.0.0.1[127.0.0.1]:${sink_port[drop]}, delay=D, tls=none, dsn=4.4.2, status=deferred (lost connection with 127.0.0.1[127.0.0.1] while receiving the reply (the message may be delivered twice))"
+tap_is "4: ternq: still queued, deferred" "$(rcpt_json "$rqid" state)" deferred
+sink_stop drop
+sink drop "${sink_port[drop]}" "$top/drop2"
+wait_until 15 _atleast 1 ": $rqid: removed$"
+tap_is "4: delivered on retry once the sink behaves" \
+	"$(nlog ": $rqid: to=<grace@drop\\.test>, relay=$(relay_re "${sink_port[drop]}"), $d, tls=none, dsn=2\\.0\\.0, status=sent \\(250 2\\.0\\.0 Ok\\)$")" 1
+tap_is "4: the behaving sink has it once" "$(grep -l '^Subject: drop 1$' "$top"/drop2/* 2>/dev/null | wc -l)" 1
+
+# --- 5. STARTTLS with certificate verification ----------------------------------------
+
+# pf_count REGEX - lines of Postfix's maillog matching REGEX
+pf_count() {
+	grep -cE "$1" "$pf/maillog"
+}
+_pf_atleast() {
+	[ "$(pf_count "$2")" -ge "$1" ]
+}
+smtp-source -m 20 -s 2 -f henry@example.org -t ivan@tls.test "127.0.0.1:$TERND_PORT" \
+	>"$top/source.out" 2>&1
+wait_until 20 _atleast 20 ": $q: to=<ivan@tls\\.test>, .*status=sent "
+# (Postfix offers CHUNKING: its reply to BDAT LAST says how many bytes)
+tls_re=": $q: to=<ivan@tls\\.test>, relay=$(relay_re "$pf_port"), $d, tls=(full|resumed), dsn=2\\.0\\.0, status=sent \\(250 2\\.0\\.0 Ok: ([0-9]+ bytes )?queued as [0-9A-Za-z]+\\)$"
+tap_is "5: 20 messages sent to Postfix with tls=full or resumed" "$(nlog "$tls_re")" 20
+tap_is "5: nothing else was logged for them" "$(nlog ": $q: to=<ivan@tls\\.test>, ")" 20
+wait_until 10 _pf_atleast 20 'postfix/discard\[[0-9]+\]: [0-9A-Za-z]+: to=<ivan@tls\.test>, .*status=sent'
+tap_is "5: Postfix received 20 messages" "$(pf_count 'postfix/smtpd\[[0-9]+\]: [0-9A-Za-z]+: client=')" 20
+tap_is "5: ... and discarded them" "$(pf_count 'postfix/discard\[[0-9]+\]: [0-9A-Za-z]+: to=<ivan@tls\.test>, .*status=sent')" 20
+nconn=$(pf_count 'postfix/smtpd\[[0-9]+\]: connect from ')
+tap_like "5: Postfix saw at most 2 connections (max_connections = 2)" "$nconn" '^[12]$'
+tap_is "5: every connection used TLS (Postfix's smtpd log)" \
+	"$(pf_count 'postfix/smtpd\[[0-9]+\]: (Anonymous|Trusted|Untrusted|Verified) TLS connection established from ')" "$nconn"
+
+before=$(pf_count 'postfix/smtpd\[[0-9]+\]: [0-9A-Za-z]+: client=')
+wqid=$(send wrong1 judy@example.org kim@wrongname.test --header "Subject: wrong name")
+wait_until 10 _atleast 1 ": $wqid: to=<kim@wrongname\\.test>, .*status=deferred "
+tap_is "5: tls_servername = wrong.test: deferred, the certificate does not verify" \
+	"$(nlog ": $wqid: to=<kim@wrongname\\.test>, relay=none, $d, tls=none, dsn=4\\.4\\.1, status=deferred \\(TLS certificate of 127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\] does not verify for wrong\\.test: hostname mismatch\\)$")" 1
+tap_like "5: ternq: the recipient stays deferred with that reason" \
+	"$(rcpt_json "$wqid" state) $(rcpt_json "$wqid" delay_reason)" \
+	'^deferred TLS certificate of 127\.0\.0\.1\[127\.0\.0\.1\] does not verify for wrong\.test: hostname mismatch$'
+sleep 1
+tap_is "5: Postfix received nothing more" "$(pf_count 'postfix/smtpd\[[0-9]+\]: [0-9A-Za-z]+: client=')" "$before"
+tap_is "5: ... and no MAIL from ternd reached it" "$(pf_count 'judy@example\.org')" 0
+
+tqid=$(send notls1 leo@example.org mia@notls.test --header "Subject: no starttls")
+wait_until 10 _atleast 1 ": $tqid: to=<mia@notls\\.test>, .*status=deferred "
+tap_is "5: tls = verify, no STARTTLS offered: deferred" \
+	"$(nlog ": $tqid: to=<mia@notls\\.test>, relay=none, $d, tls=none, dsn=4\\.4\\.1, status=deferred \\(TLS is required \\(tls = verify\\) but 127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\] does not offer STARTTLS\\)$")" 1
+tap_is "5: ternq: deferred, does not offer STARTTLS" "$(rcpt_json "$tqid" delay_reason)" \
+	"TLS is required (tls = verify) but 127.0.0.1[127.0.0.1] does not offer STARTTLS"
+tap_is "5: the plain sink got no transaction (no MAIL FROM)" "$(files "$top/notls")" 0
+tap_like "5: ... it saw only sessions without a message" "$(counters notls)" 'mesg=0$'
+
+# --- 6. a transaction whose recipients were all refused leaves the connection usable ---
+
+# smarthost1 has one connection; Postfix refuses nouser@one.test. The next
+# message on that connection must not meet a half-open transaction.
+aqid=$(send one1 '' nouser@one.test --header "Subject: one 1")
+wait_until 10 _atleast 1 ": $aqid: removed$"
+tap_like "6: Postfix refuses the recipient: bounced (from <>: no DSN)" \
+	"$(grep -E ": $aqid: to=<nouser@one\\.test>, " "$TERND_LOG")" \
+	"relay=$(relay_re "$pf_port"), $d, tls=full, dsn=5\\.7\\.1, status=bounced \\(554 5\\.7\\.1 <nouser@one\\.test>: Recipient address rejected: Access denied\\)$"
+oqid=$(send one2 '' ok@one.test --header "Subject: one 2")
+wait_until 10 _atleast 1 ": $oqid: (removed|to=.*status=deferred )"
+tap_like "6: the next message on the same connection is sent" \
+	"$(grep -E ": $oqid: to=<ok@one\\.test>, " "$TERND_LOG")" \
+	"relay=$(relay_re "$pf_port"), $d, tls=full, dsn=2\\.0\\.0, status=sent \\(250 2\\.0\\.0 Ok: ([0-9]+ bytes )?queued as [0-9A-Za-z]+\\)$"
+
+# --- 7. a peer that closes the connection before its greeting ------------------------
+
+gqid=$(send nogreet1 nina@example.org omar@nogreet.test --header "Subject: no greeting")
+wait_until 10 _atleast 1 ": $gqid: to=<omar@nogreet\\.test>, "
+tap_is "7: no greeting: deferred, lost connection while receiving the reply" \
+	"$(grep -E ": $gqid: to=<omar@nogreet\\.test>, " "$TERND_LOG" | head -1 | sed -E 's/^.*: ([0-9A-Z]{13}): /\1: /; s/delay=[^,]*/delay=D/')" \
+	"$gqid: to=<omar@nogreet.test>, relay=none, delay=D, tls=none, dsn=4.4.1, status=deferred (lost connection with 127.0.0.1[127.0.0.1] while receiving the reply)"
+tap_is "7: ternq: still queued, deferred" "$(rcpt_json "$gqid" state)" deferred
+
+# --- 8. max_queue_lifetime: a recipient still deferred is bounced, with a DSN ----------
+
+# Clear what is still deferred, then reload with a 4 s queue lifetime and a
+# soft-rejecting sink again.
+for id in "$wqid" "$tqid" "$gqid"; do
+	ternq_ delete "$id" 2>/dev/null
+done
+sed -i 's/^max_backoff = 4s$/max_backoff = 4s\nmax_queue_lifetime = 4s/' "$TERND_CONF"
+kill -HUP "$TERND_PID"
+wait_until 5 _atleast 1 ": configuration reloaded from "
+sink_stop soft
+sink soft "${sink_port[soft]}" "$top/soft3" -r rcpt
+ndsn=$(files "$top/dsn")
+xqid=$(send expire1 paul@example.org quinn@soft.test --header "Subject: expire 1")
+wait_until 15 _atleast 1 ": $xqid: removed$"
+tap_is "8: the attempt at the end of the lifetime bounces the recipient with 4.4.7" \
+	"$(grep -E ": $xqid: to=<quinn@soft\\.test>, " "$TERND_LOG" | tail -1 | sed -E 's/^.*: ([0-9A-Z]{13}): /\1: /; s/delay=[^,]*/delay=D/')" \
+	"$xqid: to=<quinn@soft.test>, relay=127.0.0.1[127.0.0.1]:${sink_port[soft]}, delay=D, tls=none, dsn=4.4.7, status=bounced (450 4.3.0 Error: command failed)"
+xdsn=$(sed -nE "s/^.*: $xqid: sender non-delivery notification: ($q)\$/\\1/p" "$TERND_LOG")
+tap_like "8: a non-delivery notification is queued for the expired recipient" "$xdsn" "^$q\$"
+wait_until 10 _atleast $((ndsn + 1)) ": $q: to=<paul@example\\.org>, .*status=sent "
+f=$(grep -l '^To: <paul@example\.org>$' "$top"/dsn/* 2>/dev/null | head -1)
+tap_like "8: the DSN reaches the sender: Status 4.4.7, Action failed" \
+	"$(sed -n '/^Final-Recipient:/,/^$/p' "${f:-/dev/null}")" \
+	$'^Final-Recipient: rfc822; quinn@soft\\.test\nAction: failed\nStatus: 4\\.4\\.7\n'
+
+# --- the end ---------------------------------------------------------------------------
+
+ternd_stop
+tap_is "ternd stops cleanly" "$?" 0
+tap_check "no sanitizer reports" ternd_sanitizer_clean
+tap_done
