@@ -402,10 +402,10 @@ static void rcpt_params(const struct conn *c, const struct q_rcpt *r, char *out,
 
 /* transaction - one message to one peer over an open connection; fills
  * res->out for every recipient tried; returns -1 if the connection is lost */
-static int transaction(struct conn *c, struct result *res, const struct q_rcpt **rc, size_t n)
+static int transaction(struct conn *c, const struct q_msg *m, struct result *res,
+		       const struct q_rcpt **rc, size_t n)
 {
 	const struct conf_peer *p = c->peer;
-	const struct q_msg *m = &res->msg;
 	int pipelined = (c->ehlo.flags & SMTP_EXT_PIPELINING) != 0;
 	int bdat = (c->ehlo.flags & SMTP_EXT_CHUNKING) != 0;
 	char *cmds = xmalloc(1024 + n * (SMTP_PATH_MAX + SMTP_ORCPT_MAX + 64)), params[700];
@@ -572,7 +572,6 @@ static void deliver(struct peer_rt *rt, struct conn *c, const char *qid)
 	if (ntodo == 0)
 		goto out;
 	memcpy(res.qid, qid, QID_LEN + 1);
-	res.msg = m;
 	res.out = xcalloc(ntodo, sizeof(*res.out));
 	if (c->fd < 0 && conn_open(c, p, rt->tls, p->helo_name[0] ? p->helo_name : ternd.hostname) < 0) {
 		for (size_t i = 0; i < ntodo; i++)
@@ -581,27 +580,22 @@ static void deliver(struct peer_rt *rt, struct conn *c, const char *qid)
 		snprintf(relay_host, sizeof(relay_host), "none");
 	} else {
 		snprintf(relay_host, sizeof(relay_host), "%s[%s]:%d", c->host, c->addr, c->port);
-		if (transaction(c, &res, todo, ntodo) < 0)
+		if (transaction(c, &m, &res, todo, ntodo) < 0)
 			conn_close(c, 0);
 		else if (p->max_messages_per_connection && c->messages >= (unsigned)p->max_messages_per_connection)
 			conn_close(c, 1);
 	}
-	memset(&m, 0, sizeof(m));	/* now owned by res.msg */
 	res.now = now_us();
 	res.conf = conf;
-	{
-		/* the committer replaces res.msg/rcpts with the current records */
-		struct q_msg keep = res.msg;
-
-		res.msg = (struct q_msg){0};
-		q_msg_clear(&keep);
-	}
+	/* apply_result loads the current records into res.msg and res.rcpts */
 	memset(&job, 0, sizeof(job));
 	job.kind = JOB_WRITE;
 	job.write = apply_result;
 	job.arg = &res;
 	if (commit_submit(&job) < 0) {
 		log_error("%s: cannot record the delivery attempt: %s", qid, job.err);
+	} else if (res.msg.sender == NULL) {
+		log_info("%s: removed from the queue during the delivery attempt", qid);
 	} else {
 		int bounced = 0;
 
