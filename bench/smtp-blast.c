@@ -302,6 +302,9 @@ int main(int argc, char **argv)
 	printf("messages=%ld accepted=%ld failed=%ld seconds=%.3f rate=%.1f p50_ms=%.3f p99_ms=%.3f\n",
 	       g.messages, g.ok, g.failed, secs, (double)g.ok / secs,
 	       g.ok ? g.lat[g.ok / 2] * 1000 : 0, g.ok ? g.lat[(size_t)((double)g.ok * 0.99)] * 1000 : 0);
+	free(threads);
+	free(g.lat);
+	free(g.body);
 	return g.failed ? 1 : 0;
 usage:
 	fprintf(stderr, "usage: smtp-blast [-B] [-c sessions] [-n messages] [-s size] [-o acked.log] HOST:PORT\n");

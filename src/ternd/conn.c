@@ -379,11 +379,14 @@ static int open_host(struct conn *c, const char *host, SSL_CTX *ctx, const char 
 	c->in_pos = c->in_len = 0;
 	if ((c->fd = tcp_connect(c, host, (int)p->port, deadline)) < 0)
 		return -1;
-	if (conn_reply(c, &r, p->connect_timeout) < 0 || r.code != 220) {
-		if (c->why[0] == '\0' || r.code != 220)
-			conn_fail(c, r.code < 500, "host %s[%s] refused to talk to me (greeting %d)",
-				  c->host, c->addr, r.code);
-		return -1;
+	if (conn_reply(c, &r, p->connect_timeout) < 0)
+		return -1;	/* why is set */
+	if (r.code != 220) {
+		char text[SMTP_REPLY_FORMAT_MAX];
+
+		smtp_reply_format(&r, text, sizeof(text));
+		return conn_fail(c, r.code < 500, "host %s[%s] refused to talk to me: %s",
+				 c->host, c->addr, text);
 	}
 	if (ehlo(c, helo, p->command_timeout) < 0)
 		return -1;
@@ -423,6 +426,20 @@ int conn_open(struct conn *c, const struct conf_peer *peer, SSL_CTX *ctx, const 
 	}
 	free(hosts);
 	return rc;
+}
+
+/* conn_alive - an idle connection the peer has not closed (no EOF, no
+ * unexpected data waiting) */
+int conn_alive(const struct conn *c)
+{
+	struct pollfd p = {c->fd, POLLIN, 0};
+	char b;
+
+	if (c->fd < 0)
+		return 0;
+	if (poll(&p, 1, 0) == 0)
+		return 1;
+	return recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) < 0 && errno == EAGAIN;
 }
 
 /* conn_close - QUIT (when polite) and close */

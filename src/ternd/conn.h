@@ -35,6 +35,7 @@ struct conn {
 SSL_CTX *conn_tls_context(const struct conf_peer *peer, char *err, size_t errlen);
 int conn_open(struct conn *c, const struct conf_peer *peer, SSL_CTX *ctx, const char *helo);
 void conn_close(struct conn *c, int polite);
+int conn_alive(const struct conn *c);
 int conn_write(struct conn *c, const void *buf, size_t len, long long timeout_ms);
 ssize_t conn_send_body(struct conn *c, int fd, off_t offset, size_t len, int dotstuff,
 		       long long timeout_ms);

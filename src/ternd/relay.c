@@ -227,8 +227,16 @@ static int apply_result(struct store_txn *txn, void *arg)
 				r->next_us = res->now + backoff_us(res->conf, r->attempts);
 				if (r->next_us > expire) {
 					if (res->now >= expire) {
-						r->state = RCPT_BOUNCED;	/* expired */
+						char last[sizeof(o->reply)];
+
+						/* expired: bounced, with the last reason */
+						r->state = o->state = RCPT_BOUNCED;
 						snprintf(o->esc, sizeof(o->esc), "4.4.7");
+						snprintf(last, sizeof(last), "%s", o->reply);
+						snprintf(o->reply, sizeof(o->reply),
+							 "message expired in the queue; last reason: %.900s", last);
+						free(r->reply);
+						r->reply = xstrdup(o->reply);
 					} else {
 						r->next_us = expire;
 					}
@@ -329,10 +337,25 @@ static void bounce(const struct result *res, const struct conf *conf, const char
 	free(dr);
 }
 
+/* fmt_delay - seconds as Postfix logs them: 0, 0.12, 1.5, 12 */
+static void fmt_delay(double d, char *out, size_t len)
+{
+	if (d < 0.01)
+		snprintf(out, len, "0");
+	else if (d < 1)
+		snprintf(out, len, "%.2f", d);
+	else if (d < 10)
+		snprintf(out, len, "%.1f", d);
+	else
+		snprintf(out, len, "%.0f", d);
+}
+
 /* log_outcomes - one Postfix-style line per recipient of the attempt */
 static void log_outcomes(const struct result *res, const struct conn *c, const char *relay_host)
 {
-	double delay = (double)(res->now - res->msg.arrival_us) / 1e6;
+	char delay[32];
+
+	fmt_delay((double)(res->now - res->msg.arrival_us) / 1e6, delay, sizeof(delay));
 
 	for (size_t i = 0; i < res->nout; i++) {
 		const struct outcome *o = &res->out[i];
@@ -341,7 +364,7 @@ static void log_outcomes(const struct result *res, const struct conn *c, const c
 		for (size_t k = 0; k < res->nrcpts; k++)
 			if (res->rcpts[k].idx == o->idx)
 				addr = res->rcpts[k].addr;
-		log_info("%s: to=<%s>, relay=%s, delay=%.2g, tls=%s, dsn=%s, status=%s (%s)",
+		log_info("%s: to=<%s>, relay=%s, delay=%s, tls=%s, dsn=%s, status=%s (%s)",
 			 res->qid, addr, relay_host, delay,
 			 c && c->ssl ? (c->tls_resumed ? "resumed" : "full") : "none",
 			 o->esc[0] ? o->esc : (o->state == RCPT_SENT ? "2.0.0"
@@ -412,7 +435,7 @@ static int transaction(struct conn *c, const struct q_msg *m, struct result *res
 	char text[SMTP_REPLY_FORMAT_MAX];
 	size_t len = 0, accepted = 0;
 	struct smtp_reply r;
-	int *ok = xcalloc(n, sizeof(*ok)), fd = -1;
+	int *ok = xcalloc(n, sizeof(*ok)), fd = -1, clean = 0;
 	off_t off;
 
 	res->nout = 0;
@@ -518,7 +541,18 @@ static int transaction(struct conn *c, const struct q_msg *m, struct result *res
 		if (ok[i])
 			set_outcome(&res->out[res->nout++], rc[i]->idx, r.code, r.esc, text);
 	c->messages++;
+	clean = r.code >= 200 && r.code < 300;
 out:
+	/* A transaction that did not end in 2xx may still be open on the
+	 * server: RSET before the connection serves the next message. */
+	if (!clean && (conn_write(c, "RSET\r\n", 6, p->command_timeout) < 0
+		       || conn_reply(c, &r, p->command_timeout) < 0 || r.code != 250)) {
+		if (fd >= 0)
+			close(fd);
+		free(cmds);
+		free(ok);
+		return -1;	/* outcomes are set; the connection is not reusable */
+	}
 	if (fd >= 0)
 		close(fd);
 	free(cmds);
@@ -573,6 +607,8 @@ static void deliver(struct peer_rt *rt, struct conn *c, const char *qid)
 		goto out;
 	memcpy(res.qid, qid, QID_LEN + 1);
 	res.out = xcalloc(ntodo, sizeof(*res.out));
+	if (c->fd >= 0 && !conn_alive(c))
+		conn_close(c, 0);	/* closed by the peer while idle: open anew */
 	if (c->fd < 0 && conn_open(c, p, rt->tls, p->helo_name[0] ? p->helo_name : ternd.hostname) < 0) {
 		for (size_t i = 0; i < ntodo; i++)
 			set_outcome(&res.out[res.nout++], todo[i]->idx, c->temporary ? 450 : 550,
