@@ -17,6 +17,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -227,6 +228,80 @@ ssize_t conn_send_body(struct conn *c, int fd, off_t offset, size_t len, int dot
 	return (ssize_t)len;
 }
 
+/*
+ * The last TLS session a peer gave us, kept serialized (DER) and decoded
+ * afresh for every new connection: a Postfix smarthost issues one TLS 1.3
+ * ticket per full handshake and none on resumption, so treating tickets
+ * as single-use would resume only every second connection.
+ */
+struct tls_cache {
+	pthread_mutex_t lock;
+	unsigned char *der;
+	int len;
+};
+
+static int tls_cache_index = -1;
+static pthread_once_t tls_cache_once = PTHREAD_ONCE_INIT;
+
+/* tls_cache_free_cb - ex_data destructor */
+static void tls_cache_free_cb(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
+{
+	struct tls_cache *tc = ptr;
+
+	(void)parent, (void)ad, (void)idx, (void)argl, (void)argp;
+	if (tc) {
+		free(tc->der);
+		pthread_mutex_destroy(&tc->lock);
+		free(tc);
+	}
+}
+
+/* tls_cache_init - register our slot in SSL_CTX ex_data, once */
+static void tls_cache_init(void)
+{
+	tls_cache_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, tls_cache_free_cb);
+}
+
+/* tls_new_session - OpenSSL's callback: keep the newest session (ticket) */
+static int tls_new_session(SSL *ssl, SSL_SESSION *sess)
+{
+	struct tls_cache *tc = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), tls_cache_index);
+	int len = i2d_SSL_SESSION(sess, NULL);
+	unsigned char *der, *p;
+
+	if (tc == NULL || len <= 0 || len > 65536)
+		return 0;
+	der = p = xmalloc((size_t)len);
+	i2d_SSL_SESSION(sess, &p);
+	pthread_mutex_lock(&tc->lock);
+	free(tc->der);
+	tc->der = der;
+	tc->len = len;
+	pthread_mutex_unlock(&tc->lock);
+	return 0;	/* we did not keep sess itself */
+}
+
+/* tls_set_session - offer the cached session on a new connection */
+static void tls_set_session(SSL *ssl)
+{
+	struct tls_cache *tc = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), tls_cache_index);
+	SSL_SESSION *sess = NULL;
+
+	if (tc == NULL)
+		return;
+	pthread_mutex_lock(&tc->lock);
+	if (tc->der) {
+		const unsigned char *p = tc->der;
+
+		sess = d2i_SSL_SESSION(NULL, &p, tc->len);
+	}
+	pthread_mutex_unlock(&tc->lock);
+	if (sess) {
+		SSL_set_session(ssl, sess);
+		SSL_SESSION_free(sess);
+	}
+}
+
 /* conn_tls_context - the TLS client context for a peer's policy */
 SSL_CTX *conn_tls_context(const struct conf_peer *peer, char *err, size_t errlen)
 {
@@ -239,6 +314,15 @@ SSL_CTX *conn_tls_context(const struct conf_peer *peer, char *err, size_t errlen
 		return NULL;
 	}
 	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	pthread_once(&tls_cache_once, tls_cache_init);
+	{
+		struct tls_cache *tc = xcalloc(1, sizeof(*tc));
+
+		pthread_mutex_init(&tc->lock, NULL);
+		SSL_CTX_set_ex_data(ctx, tls_cache_index, tc);
+	}
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+	SSL_CTX_sess_set_new_cb(ctx, tls_new_session);
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	if (peer->tls == TLS_VERIFY) {
 		int ok = peer->tls_ca_file[0]
@@ -343,6 +427,7 @@ static int starttls(struct conn *c, SSL_CTX *ctx, const char *helo, long long ti
 	if ((c->ssl = SSL_new(ctx)) == NULL || !SSL_set_fd(c->ssl, c->fd))
 		return conn_fail(c, 1, "cannot start TLS");
 	SSL_set_tlsext_host_name(c->ssl, name);
+	tls_set_session(c->ssl);
 	if (p->tls == TLS_VERIFY && !SSL_set1_host(c->ssl, name))
 		return conn_fail(c, 1, "cannot set the TLS host name to verify");
 	deadline = ms_now() + timeout;
