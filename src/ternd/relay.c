@@ -657,15 +657,30 @@ out:
 	q_msg_clear(&m);
 }
 
+/* One delivery thread and its connection. */
+struct worker_arg {
+	struct peer_rt *rt;
+	int warm;			/* one of min_idle: open at start, kept open */
+};
+
+/* keepalive - NOOP on an idle connection; close it if that fails */
+static void keepalive(struct conn *c)
+{
+	struct smtp_reply r;
+
+	if (conn_write(c, "NOOP\r\n", 6, c->peer->command_timeout) < 0
+	    || conn_reply(c, &r, c->peer->command_timeout) < 0 || r.code != 250)
+		conn_close(c, 0);
+}
+
 /* worker - one delivery thread of a peer, with its connection */
 static void *worker(void *arg)
 {
-	struct peer_rt *rt = arg;
+	struct worker_arg *wa = arg;
+	struct peer_rt *rt = wa->rt;
 	struct conn c = {.fd = -1};
-	uint64_t last_used = 0, idle_us;
 	const struct conf_peer *p = conf_peer_find(ternd_conf(), rt->name);
-
-	idle_us = p ? (uint64_t)p->idle_timeout * 1000 : 60000000;
+	uint64_t last_used = now_us(), last_try = 0;
 
 	for (;;) {
 		char qid[QID_LEN + 1];
@@ -682,9 +697,22 @@ static void *worker(void *arg)
 			break;
 		}
 		if (rt->count == 0) {
+			uint64_t now = now_us();
+
 			pthread_mutex_unlock(&rt->lock);
-			if (c.fd >= 0 && now_us() - last_used > idle_us)
+			if (c.fd >= 0 && !conn_alive(&c))
+				conn_close(&c, 0);
+			if (wa->warm && c.fd < 0 && now - last_try > (uint64_t)p->connect_timeout * 1000) {
+				/* min_idle: keep a connection ready, EHLO and TLS done */
+				last_try = now;
+				if (conn_open(&c, p, rt->tls, p->helo_name[0] ? p->helo_name : ternd.hostname) == 0)
+					last_used = now;
+			} else if (c.fd >= 0 && !wa->warm && now - last_used > (uint64_t)p->idle_timeout * 1000) {
 				conn_close(&c, 1);	/* idle_timeout */
+			} else if (c.fd >= 0 && now - last_used > (uint64_t)p->keepalive_interval * 1000) {
+				keepalive(&c);
+				last_used = now;
+			}
 			continue;
 		}
 		memcpy(qid, rt->jobs[rt->head], QID_LEN + 1);
@@ -697,6 +725,7 @@ static void *worker(void *arg)
 	}
 	conn_close(&c, 1);
 	smtp_reply_free(&c.parser);
+	free(wa);
 	return NULL;
 }
 
@@ -725,9 +754,14 @@ void relay_start(void)
 		rt->busy = xcalloc(RELAY_PEER_JOBS, sizeof(*rt->busy));
 		rt->nthreads = (int)(p->max_connections > 0 ? p->max_connections : 1);
 		rt->threads = xcalloc((size_t)rt->nthreads, sizeof(*rt->threads));
-		for (int k = 0; k < rt->nthreads; k++)
-			if (pthread_create(&rt->threads[k], NULL, worker, rt) != 0)
+		for (int k = 0; k < rt->nthreads; k++) {
+			struct worker_arg *wa = xcalloc(1, sizeof(*wa));
+
+			wa->rt = rt;
+			wa->warm = k < p->min_idle;
+			if (pthread_create(&rt->threads[k], NULL, worker, wa) != 0)
 				log_fatal("cannot start a delivery thread");
+		}
 		log_info("peer %s: relaying to %s port %lld, tls %s, %d connection%s", p->name, p->host,
 			 p->port, conf_tls_name(p->tls), rt->nthreads, rt->nthreads == 1 ? "" : "s");
 	}

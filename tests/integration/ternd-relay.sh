@@ -191,7 +191,7 @@ tap_check "postfix starts" pf_start "$pf"
 
 # --- the sinks and ternd ------------------------------------------------------------
 
-for s in plain hard dsn soft drop notls nogreet may; do
+for s in plain hard dsn soft drop notls nogreet may warm; do
 	sink_port[$s]=$(free_port)
 done
 down_port=$(free_port)	# nothing listens there
@@ -203,10 +203,14 @@ sink drop "${sink_port[drop]}" "$top/drop1" -q .
 sink notls "${sink_port[notls]}" "$top/notls"
 sink nogreet "${sink_port[nogreet]}" "$top/nogreet" -q connect
 sink may "${sink_port[may]}" "$top/may"
+# -t 2: the sink drops a connection silent for 2 s; only NOOPs keep it
+sink warm "${sink_port[warm]}" "$top/warm" -t 2
 
 # peer NAME PORT [lines...] - a [peer NAME] section for 127.0.0.1:PORT
+# peer NAME PORT [lines] - connections open on demand only (min_idle = 0),
+# so that each check counts just the connections its own mail made
 peer() {
-	printf '%s\n' "[peer $1]" "host = [127.0.0.1]" "port = $2" "${@:3}"
+	printf '%s\n' "[peer $1]" "host = [127.0.0.1]" "port = $2" "min_idle = 0" "${@:3}"
 }
 TERND_PEERS=$(
 	peer plain "${sink_port[plain]}" "tls = none" "max_connections = 4" \
@@ -214,7 +218,7 @@ TERND_PEERS=$(
 	peer hard "${sink_port[hard]}" "tls = none" "max_connections = 1"
 	# two hosts: the first refuses connections (nothing listens on 127.0.0.2)
 	printf '%s\n' "[peer dsnsink]" "host = [127.0.0.2], [127.0.0.1]" "port = ${sink_port[dsn]}" \
-		"tls = none"
+		"tls = none" "min_idle = 0"
 	peer soft "${sink_port[soft]}" "tls = none" "max_connections = 1"
 	peer drop "${sink_port[drop]}" "tls = none" "max_connections = 1"
 	peer smarthost "$pf_port" "tls = verify" "tls_ca_file = $pki/ca.pem" \
@@ -230,6 +234,9 @@ TERND_PEERS=$(
 	# encrypt: TLS without verification (the name is wrong, there is no CA)
 	peer encrypt "$pf_port" "tls = encrypt" "tls_servername = wrong.test" "max_connections = 1"
 	peer may "${sink_port[may]}" "tls = may" "max_connections = 1"
+	# min_idle: opened at start, kept warm with NOOP, no mail routed here
+	printf '%s\n' "[peer warm]" "host = [127.0.0.1]" "port = ${sink_port[warm]}" "tls = none" \
+		"max_connections = 3" "min_idle = 2" "keepalive_interval = 1s"
 	printf '%s\n' "[routes]" "example.com = plain" "example.org = dsnsink" "hard.test = hard" \
 		"soft.test = soft" "drop.test = drop" "tls.test = smarthost" \
 		"wrongname.test = wrongname" "notls.test = notls" "one.test = smarthost1" \
@@ -237,9 +244,18 @@ TERND_PEERS=$(
 )
 export TERND_PEERS
 ternd_setup "$top/t" "min_backoff = 2s" "max_backoff = 4s" || exit 1
+
+# warm_conns - connections established to the warm sink
+warm_conns() {
+	ss -Htn state established "sport = :${sink_port[warm]}" | wc -l
+}
+tap_check "0: min_idle = 2 opens two connections at start, with no mail" wait_until 5 \
+	sh -c "[ \$(ss -Htn state established 'sport = :${sink_port[warm]}' | wc -l) -eq 2 ]"
+sleep 4
+tap_is "0: keepalive_interval NOOPs keep them open past the peer's 2 s timeout" "$(warm_conns)" 2
 unset TERND_PEERS
-tap_is "ternd starts a relay for each of the 13 peers" \
-	"$(nlog ': peer [a-z0-9]+: relaying to \[127\.0\.0\.1\] port [0-9]+, tls (none|may|encrypt|verify), [0-9] connections?$')" 12
+tap_is "ternd starts a relay for each of the 14 peers" \
+	"$(nlog ': peer [a-z0-9]+: relaying to \[127\.0\.0\.1\] port [0-9]+, tls (none|may|encrypt|verify), [0-9] connections?$')" 13
 tap_is "... and dsnsink with its two hosts" \
 	"$(nlog ': peer dsnsink: relaying to \[127\.0\.0\.2\], \[127\.0\.0\.1\] port [0-9]+, tls none, 4 connections$')" 1
 
