@@ -200,10 +200,10 @@ start_poll() {
 
 # restart - SIGTERM, optionally evict, timed start; prints a result line
 restart() {
-	local kind=$1 t0 t1 st gr cached q size
-	t0=$(now_us)
+	local kind=$1 s0 s1 t0 st gr cached q size
+	s0=$(now_us)
 	ternd_stop || die "ternd exit status $? at stop: $(tail -n 5 "$TERND_LOG")"
-	t1=$(now_us)
+	s1=$(now_us)
 	if [ "$kind" = cold ]; then
 		evict "$TERND_DIR/state" "$TERND_DIR/spool"
 	fi
@@ -219,7 +219,7 @@ restart() {
 	[ "$st" != timeout ] && [ "$gr" != timeout ] || die "ternd did not come back: $(tail -n 5 "$TERND_LOG")"
 	q=$(grep ': queue: [0-9]* messages' "$TERND_LOG" | tail -n 1 | sed 's/.*queue: \([0-9]*\) messages.*/\1/')
 	printf 'restart %-5s stop %6.3f s   start->started %6s ms   start->greeting %6s ms   (queue files cached: %s MB; ternd says queue: %s messages)\n' \
-		"$kind" "$(secs "$t0" "$t1")" "$st" "$gr" "$cached" "$q"
+		"$kind" "$(secs "$s0" "$s1")" "$st" "$gr" "$cached" "$q"
 	[ "$q" = "$QUEUED" ] || die "after restart ternd reports $q queued messages, expected $QUEUED"
 	restart_started[$kind]=$st
 	restart_greeted[$kind]=$gr

@@ -7,6 +7,7 @@
  *   sched  next_us(be64) . qid . idx -> peer name: live recipients by due time
  *   seg    id(be64)                 -> segment bookkeeping
  *   meta   name                     -> u64 (last queue id, next segment, ...)
+ *   tls    peer/host/port/policy    -> sealed TLS session (opaque here)
  * Big-endian keys sort numerically. Must never hold a read transaction
  * longer than one call, and never write outside store_write().
  */
@@ -33,7 +34,7 @@
 
 struct store {
 	MDB_env *env;
-	MDB_dbi msg, rcpt, sched, seg, meta;
+	MDB_dbi msg, rcpt, sched, seg, meta, tls;
 	size_t mapsize;
 	pthread_rwlock_t resize;	/* readers share; map growth is exclusive */
 	int readonly;
@@ -92,6 +93,7 @@ struct store *store_open(const char *dir, int readonly, char *err, size_t errlen
 	    || (rc = mdb_dbi_open(txn, "sched", readonly ? 0 : MDB_CREATE, &st->sched)) != 0
 	    || (rc = mdb_dbi_open(txn, "seg", readonly ? 0 : MDB_CREATE, &st->seg)) != 0
 	    || (rc = mdb_dbi_open(txn, "meta", readonly ? 0 : MDB_CREATE, &st->meta)) != 0
+	    || (rc = mdb_dbi_open(txn, "tls", readonly ? 0 : MDB_CREATE, &st->tls)) != 0
 	    || (rc = mdb_txn_commit(txn)) != 0) {
 		if (txn && rc != 0)
 			mdb_txn_abort(txn);
@@ -401,6 +403,29 @@ int store_txn_get_msg(struct store_txn *t, const char *qid, struct q_msg *m)
 int store_txn_get_rcpts(struct store_txn *t, const char *qid, struct q_rcpt **rcpts, size_t *n)
 {
 	return load_rcpts(t->st, t->txn, qid, rcpts, n);
+}
+
+/* store_put_tls - keep an (already sealed) TLS session under key */
+int store_put_tls(struct store_txn *t, const char *key, const void *blob, size_t len)
+{
+	return put(t, t->st->tls, key, strlen(key), blob, len);
+}
+
+/* store_get_tls - the sealed TLS session under key: its length, 0 if none */
+size_t store_get_tls(struct store *st, const char *key, void *buf, size_t cap)
+{
+	MDB_txn *txn;
+	MDB_val k = {strlen(key), (void *)key}, v;
+	size_t n = 0;
+
+	if (read_begin(st, &txn) != 0)
+		return 0;
+	if (mdb_get(txn, st->tls, &k, &v) == 0 && v.mv_size <= cap) {
+		memcpy(buf, v.mv_data, v.mv_size);
+		n = v.mv_size;
+	}
+	read_end(st, txn);
+	return n;
 }
 
 /* store_put_meta - set a named counter */

@@ -48,6 +48,7 @@ int store_del_msg(struct store_txn *txn, const char *qid);
 int store_put_seg(struct store_txn *txn, const struct store_seg *seg);
 int store_del_seg(struct store_txn *txn, uint64_t id);
 int store_put_meta(struct store_txn *txn, const char *name, uint64_t value);
+int store_put_tls(struct store_txn *txn, const char *key, const void *blob, size_t len);
 /* 0 found, 1 not found, else an error */
 int store_txn_get_msg(struct store_txn *txn, const char *qid, struct q_msg *m);
 int store_txn_get_seg(struct store_txn *txn, uint64_t id, struct store_seg *seg);
@@ -56,6 +57,7 @@ int store_txn_get_rcpts(struct store_txn *txn, const char *qid, struct q_rcpt **
 /* Reads, each in its own read transaction. */
 int store_get_meta(struct store *st, const char *name, uint64_t *value);
 int store_last_qid(struct store *st, uint64_t *value);
+size_t store_get_tls(struct store *st, const char *key, void *buf, size_t cap);
 int store_get(struct store *st, const char *qid, struct q_msg *m,
 	      struct q_rcpt **rcpts, size_t *nrcpts);
 typedef int (*store_msg_fn)(const struct q_msg *m, const struct q_rcpt *rcpts,

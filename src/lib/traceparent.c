@@ -199,12 +199,12 @@ struct trace_key *trace_key_load(const char *path, char *err, size_t errlen)
 	int fd;
 
 	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		snprintf(err, errlen, "%s: cannot open trace key: %s%s", path, strerror(errno),
+		snprintf(err, errlen, "%s: cannot open key: %s%s", path, strerror(errno),
 			 errno == ENOENT ? " (create one with tern-milter -K FILE)" : "");
 		return NULL;
 	}
 	if (fstat(fd, &st) < 0 || (st.st_mode & S_IRWXO)) {
-		snprintf(err, errlen, "%s: trace key is accessible by others (mode %04o); "
+		snprintf(err, errlen, "%s: key is accessible by others (mode %04o); "
 			 "chmod 600 it", path, (unsigned)(st.st_mode & 07777));
 		close(fd);
 		return NULL;
@@ -222,7 +222,7 @@ struct trace_key *trace_key_load(const char *path, char *err, size_t errlen)
 	if (n != 2 * TRACE_KEY_BYTES
 	    || sodium_hex2bin(key->bytes, sizeof(key->bytes), hex, (size_t)n, NULL, &bin_len, NULL) != 0
 	    || bin_len != TRACE_KEY_BYTES) {
-		snprintf(err, errlen, "%s: trace key must be exactly %d hex characters",
+		snprintf(err, errlen, "%s: key must be exactly %d hex characters",
 			 path, 2 * TRACE_KEY_BYTES);
 		sodium_memzero(hex, sizeof(hex));
 		sodium_free(key);
@@ -241,7 +241,7 @@ int trace_key_create(const char *path, char *err, size_t errlen)
 	int fd, ok;
 
 	if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0) {
-		snprintf(err, errlen, "%s: cannot create trace key: %s", path, strerror(errno));
+		snprintf(err, errlen, "%s: cannot create key: %s", path, strerror(errno));
 		return -1;
 	}
 	randombytes_buf(bytes, sizeof(bytes));
@@ -253,7 +253,7 @@ int trace_key_create(const char *path, char *err, size_t errlen)
 	sodium_memzero(bytes, sizeof(bytes));
 	sodium_memzero(hex, sizeof(hex));
 	if (!ok) {
-		snprintf(err, errlen, "%s: cannot write trace key: %s", path, strerror(errno));
+		snprintf(err, errlen, "%s: cannot write key: %s", path, strerror(errno));
 		unlink(path);
 		return -1;
 	}

@@ -238,6 +238,8 @@ struct tls_cache {
 	pthread_mutex_t lock;
 	unsigned char *der;
 	int len;
+	char key[512];			/* peer/host/port/policy, for conn_tls_save_fn */
+	conn_tls_save_fn save;
 };
 
 static int tls_cache_index = -1;
@@ -273,6 +275,8 @@ static int tls_new_session(SSL *ssl, SSL_SESSION *sess)
 		return 0;
 	der = p = xmalloc((size_t)len);
 	i2d_SSL_SESSION(sess, &p);
+	if (tc->save)
+		tc->save(tc->key, der, len);	/* kept across restarts */
 	pthread_mutex_lock(&tc->lock);
 	free(tc->der);
 	tc->der = der;
@@ -302,8 +306,36 @@ static void tls_set_session(SSL *ssl)
 	}
 }
 
+/* conn_tls_preload - a session kept from before (DER), to offer first */
+void conn_tls_preload(SSL_CTX *ctx, const unsigned char *der, int len)
+{
+	struct tls_cache *tc = SSL_CTX_get_ex_data(ctx, tls_cache_index);
+	const unsigned char *p = der;
+	SSL_SESSION *sess;
+
+	if (tc == NULL || len <= 0 || (sess = d2i_SSL_SESSION(NULL, &p, len)) == NULL)
+		return;		/* unreadable: a full handshake it is */
+	SSL_SESSION_free(sess);
+	pthread_mutex_lock(&tc->lock);
+	free(tc->der);
+	tc->der = xmalloc((size_t)len);
+	memcpy(tc->der, der, (size_t)len);
+	tc->len = len;
+	pthread_mutex_unlock(&tc->lock);
+}
+
+/* conn_tls_key - what a peer's sessions are kept under: they are only
+ * valid for the same peer, hosts, port and policy */
+const char *conn_tls_key(SSL_CTX *ctx)
+{
+	struct tls_cache *tc = SSL_CTX_get_ex_data(ctx, tls_cache_index);
+
+	return tc ? tc->key : "";
+}
+
 /* conn_tls_context - the TLS client context for a peer's policy */
-SSL_CTX *conn_tls_context(const struct conf_peer *peer, char *err, size_t errlen)
+SSL_CTX *conn_tls_context(const struct conf_peer *peer, conn_tls_save_fn save, char *err,
+			  size_t errlen)
 {
 	SSL_CTX *ctx;
 
@@ -319,6 +351,9 @@ SSL_CTX *conn_tls_context(const struct conf_peer *peer, char *err, size_t errlen
 		struct tls_cache *tc = xcalloc(1, sizeof(*tc));
 
 		pthread_mutex_init(&tc->lock, NULL);
+		snprintf(tc->key, sizeof(tc->key), "%s/%s/%lld/%s/%s", peer->name, peer->host, peer->port,
+			 conf_tls_name(peer->tls), peer->tls_servername);
+		tc->save = save;
 		SSL_CTX_set_ex_data(ctx, tls_cache_index, tc);
 	}
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);

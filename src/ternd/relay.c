@@ -36,6 +36,7 @@
 #include "relay.h"
 #include "smtp_cmd.h"
 #include "ternd.h"
+#include "traceparent.h"
 #include "xalloc.h"
 
 #define RELAY_PEER_JOBS 1024
@@ -729,6 +730,76 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+/* The key that seals TLS sessions in the queue database. */
+static struct trace_key *session_key;
+
+/* A sealed session, as the committer writes it. */
+struct tls_put {
+	const char *key;
+	unsigned char *blob;
+	size_t len;
+};
+
+/* put_tls - write function: keep one sealed session */
+static int put_tls(struct store_txn *txn, void *arg)
+{
+	const struct tls_put *tp = arg;
+
+	return store_put_tls(txn, tp->key, tp->blob, tp->len);
+}
+
+/* save_session - seal a new TLS session and keep it (conn_tls_save_fn) */
+static void save_session(const char *key, const unsigned char *der, int len)
+{
+	struct tls_put tp = {key, NULL, crypto_secretbox_NONCEBYTES + crypto_secretbox_MACBYTES + (size_t)len};
+	struct job job;
+
+	if (session_key == NULL)
+		return;
+	tp.blob = xmalloc(tp.len);
+	randombytes_buf(tp.blob, crypto_secretbox_NONCEBYTES);
+	crypto_secretbox_easy(tp.blob + crypto_secretbox_NONCEBYTES, der, (size_t)len, tp.blob,
+			      session_key->bytes);
+	memset(&job, 0, sizeof(job));
+	job.kind = JOB_WRITE;
+	job.write = put_tls;
+	job.arg = &tp;
+	if (commit_submit(&job) < 0)
+		log_warning("cannot keep a TLS session: %s", job.err);
+	free(tp.blob);
+}
+
+/* load_session - a kept session for this context, unsealed, offered first */
+static void load_session(SSL_CTX *ctx)
+{
+	unsigned char blob[70000], der[70000];
+	size_t n = store_get_tls(ternd.store, conn_tls_key(ctx), blob, sizeof(blob));
+
+	if (session_key == NULL || n < crypto_secretbox_NONCEBYTES + crypto_secretbox_MACBYTES)
+		return;
+	if (crypto_secretbox_open_easy(der, blob + crypto_secretbox_NONCEBYTES,
+				       n - crypto_secretbox_NONCEBYTES, blob, session_key->bytes) != 0) {
+		log_warning("a kept TLS session does not open with the key: ignored");
+		return;
+	}
+	conn_tls_preload(ctx, der, (int)(n - crypto_secretbox_NONCEBYTES - crypto_secretbox_MACBYTES));
+}
+
+/* open_session_key - key_file, created 0600 when absent */
+static void open_session_key(const struct conf *conf)
+{
+	char path[4096], err[512];
+
+	if (conf->ternd.key_file[0])
+		snprintf(path, sizeof(path), "%s", conf->ternd.key_file);
+	else
+		snprintf(path, sizeof(path), "%s/session.key", conf->global.state_dir);
+	if (access(path, F_OK) != 0 && trace_key_create(path, err, sizeof(err)) < 0)
+		log_fatal("%s", err);
+	if ((session_key = trace_key_load(path, err, sizeof(err))) == NULL)
+		log_fatal("%s", err);
+}
+
 /* relay_start - start the scheduler and each relayed peer's threads */
 void relay_start(void)
 {
@@ -746,8 +817,13 @@ void relay_start(void)
 		}
 		rt = &relay.peers[relay.npeers++];
 		rt->name = xstrdup(p->name);
-		if (p->tls != TLS_NONE && (rt->tls = conn_tls_context(p, err, sizeof(err))) == NULL)
-			log_fatal("%s", err);
+		if (p->tls != TLS_NONE) {
+			if (session_key == NULL)
+				open_session_key(conf);
+			if ((rt->tls = conn_tls_context(p, save_session, err, sizeof(err))) == NULL)
+				log_fatal("%s", err);
+			load_session(rt->tls);
+		}
 		pthread_mutex_init(&rt->lock, NULL);
 		pthread_cond_init(&rt->ready, NULL);
 		rt->jobs = xcalloc(RELAY_PEER_JOBS, sizeof(*rt->jobs));
@@ -794,6 +870,7 @@ void relay_stop(void)
 	}
 	free(relay.peers);
 	relay.npeers = 0;
+	trace_key_free(&session_key);
 }
 
 /* relay_enqueue_dsn - queue a notification from <> to rcpt, routed like

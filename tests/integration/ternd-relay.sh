@@ -549,6 +549,17 @@ tap_like "8: the DSN reaches the sender: Action failed, Status 4.4.7" \
 	"$(sed -n '/^Final-Recipient:/,/^$/p' "${f:-/dev/null}")" \
 	$'^Final-Recipient: rfc822; quinn@down\\.test\nAction: failed\nStatus: 4\\.4\\.7\n'
 
+# --- 9. TLS sessions survive a restart ----------------------------------------------
+# The smarthost's ticket was sealed into the queue database: the first
+# connection after a restart resumes instead of a full handshake.
+ternd_restart
+rqid=$(send resume r@example.org after-restart@tls.test --header "Subject: resume")
+wait_until 15 _atleast 1 ": $rqid: removed$"
+tap_like "9: the first connection after a restart resumes the kept TLS session" \
+	"$(grep -E ": $rqid: to=<after-restart@tls\.test>, " "$TERND_LOG" | tail -1)" \
+	"tls=resumed, dsn=2\\.0\\.0, status=sent "
+tap_is "9: the session key was created 0600" "$(stat -c %a "$TERND_DIR/state/session.key")" 600
+
 # --- the end ---------------------------------------------------------------------------
 
 ternd_stop
