@@ -71,6 +71,7 @@ static const char *const action_names[] = {"reject", "tempfail", "tag", "off", N
 static const char *const onerror_names[] = {"accept", "tempfail", NULL};
 static const char *const barenl_names[] = {"reject", "normalize", NULL};
 static const char *const tls_names[] = {"none", "may", "encrypt", "verify", NULL};
+static const char *const tlsver_names[] = {"TLSv1.2", "TLSv1.3", NULL};
 
 /* Parser state shared by the line reader and the libinih handler. */
 struct conf_parse {
@@ -214,6 +215,11 @@ static const char *conf_set(enum conf_type type, void *field, const char *value)
 		if ((i = parse_enum(value, tls_names)) < 0)
 			return "expected none, may, encrypt or verify";
 		*(enum conf_tls *)field = (enum conf_tls)i;
+		return NULL;
+	case CT_TLSVER:
+		if ((i = parse_enum(value, tlsver_names)) < 0)
+			return "expected TLSv1.2 or TLSv1.3";
+		*(enum conf_tlsver *)field = (enum conf_tlsver)i;
 		return NULL;
 	case CT_CIDRS: {
 		struct cidr_list *list = cidr_list_parse(value, &why);

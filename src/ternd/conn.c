@@ -345,7 +345,8 @@ SSL_CTX *conn_tls_context(const struct conf_peer *peer, conn_tls_save_fn save, c
 		snprintf(err, errlen, "cannot create a TLS context");
 		return NULL;
 	}
-	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_min_proto_version(ctx, peer->tls_min_version == TLSVER_13 ? TLS1_3_VERSION
+				      : TLS1_2_VERSION);
 	pthread_once(&tls_cache_once, tls_cache_init);
 	{
 		struct tls_cache *tc = xcalloc(1, sizeof(*tc));
@@ -443,22 +444,14 @@ static int ehlo(struct conn *c, const char *helo, long long timeout)
 	return 0;
 }
 
-/* starttls - STARTTLS, handshake, verification, EHLO again */
-static int starttls(struct conn *c, SSL_CTX *ctx, const char *helo, long long timeout)
+/* handshake - TLS on the connected socket, with the peer's verification */
+static int handshake(struct conn *c, SSL_CTX *ctx, long long timeout)
 {
 	const struct conf_peer *p = c->peer;
 	const char *name = p->tls_servername[0] ? p->tls_servername : c->host;
 	long long deadline;
-	struct smtp_reply r;
 	long verify;
 
-	if (conn_write(c, "STARTTLS\r\n", 10, timeout) < 0 || conn_reply(c, &r, timeout) < 0)
-		return -1;
-	if (r.code != 220)
-		return conn_fail(c, 1, "host %s[%s] refused STARTTLS (%d)", c->host, c->addr, r.code);
-	/* Anything the server sent after its 220 came before the handshake. */
-	c->in_pos = c->in_len = 0;
-	smtp_reply_reset(c->parser);
 	if ((c->ssl = SSL_new(ctx)) == NULL || !SSL_set_fd(c->ssl, c->fd))
 		return conn_fail(c, 1, "cannot start TLS");
 	SSL_set_tlsext_host_name(c->ssl, name);
@@ -485,6 +478,23 @@ static int starttls(struct conn *c, SSL_CTX *ctx, const char *helo, long long ti
 		}
 	}
 	c->tls_resumed = SSL_session_reused(c->ssl);
+	return 0;
+}
+
+/* starttls - STARTTLS, handshake, verification, EHLO again */
+static int starttls(struct conn *c, SSL_CTX *ctx, const char *helo, long long timeout)
+{
+	struct smtp_reply r;
+
+	if (conn_write(c, "STARTTLS\r\n", 10, timeout) < 0 || conn_reply(c, &r, timeout) < 0)
+		return -1;
+	if (r.code != 220)
+		return conn_fail(c, 1, "host %s[%s] refused STARTTLS (%d)", c->host, c->addr, r.code);
+	/* Anything the server sent after its 220 came before the handshake. */
+	c->in_pos = c->in_len = 0;
+	smtp_reply_reset(c->parser);
+	if (handshake(c, ctx, timeout) < 0)
+		return -1;
 	return ehlo(c, helo, timeout);
 }
 
@@ -499,6 +509,9 @@ static int open_host(struct conn *c, const char *host, SSL_CTX *ctx, const char 
 	c->in_pos = c->in_len = 0;
 	if ((c->fd = tcp_connect(c, host, (int)p->port, deadline)) < 0)
 		return -1;
+	/* tls_wrapper: implicit TLS, before anything else (port 465) */
+	if (p->tls_wrapper && use_tls && handshake(c, ctx, p->connect_timeout) < 0)
+		return -1;
 	if (conn_reply(c, &r, p->connect_timeout) < 0)
 		return -1;	/* why is set */
 	if (r.code != 220) {
@@ -510,8 +523,8 @@ static int open_host(struct conn *c, const char *host, SSL_CTX *ctx, const char 
 	}
 	if (ehlo(c, helo, p->command_timeout) < 0)
 		return -1;
-	if (!use_tls)
-		return 0;
+	if (!use_tls || c->ssl)
+		return 0;	/* plain, or already TLS (tls_wrapper) */
 	if (!(c->ehlo.flags & SMTP_EXT_STARTTLS)) {
 		if (p->tls == TLS_MAY)
 			return 0;

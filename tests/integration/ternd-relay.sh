@@ -191,7 +191,7 @@ tap_check "postfix starts" pf_start "$pf"
 
 # --- the sinks and ternd ------------------------------------------------------------
 
-for s in plain hard dsn soft drop notls nogreet may warm; do
+for s in plain hard dsn soft drop notls nogreet may warm wrapped; do
 	sink_port[$s]=$(free_port)
 done
 down_port=$(free_port)	# nothing listens there
@@ -203,6 +203,15 @@ sink drop "${sink_port[drop]}" "$top/drop1" -q .
 sink notls "${sink_port[notls]}" "$top/notls"
 sink nogreet "${sink_port[nogreet]}" "$top/nogreet" -q connect
 sink may "${sink_port[may]}" "$top/may"
+# stunnel4 in front of a sink: implicit TLS (tls_wrapper), as on port 465
+sink wrapped "${sink_port[wrapped]}" "$top/wrapped"
+smtps_port=$(free_port)
+printf '%s\n' "foreground = yes" "pid =" "[smtps]" "accept = 127.0.0.1:$smtps_port" \
+	"connect = 127.0.0.1:${sink_port[wrapped]}" "cert = $pki/server.pem" "key = $pki/server.key" \
+	>"$top/stunnel.conf"
+stunnel4 "$top/stunnel.conf" >"$top/stunnel.log" 2>&1 &
+tap_bg_register $!
+tap_check "stunnel4 listens for implicit TLS" wait_for_port "$smtps_port"
 # -t 2: the sink drops a connection silent for 2 s; only NOOPs keep it
 sink warm "${sink_port[warm]}" "$top/warm" -t 2
 
@@ -237,7 +246,9 @@ TERND_PEERS=$(
 	# min_idle: opened at start, kept warm with NOOP, no mail routed here
 	printf '%s\n' "[peer warm]" "host = [127.0.0.1]" "port = ${sink_port[warm]}" "tls = none" \
 		"max_connections = 3" "min_idle = 2" "keepalive_interval = 1s"
-	printf '%s\n' "[routes]" "example.com = plain" "example.org = dsnsink" "hard.test = hard" \
+	peer wrapped "$smtps_port" "tls = verify" "tls_wrapper = yes" "tls_ca_file = $pki/ca.pem" \
+		"tls_servername = smarthost.test" "tls_min_version = TLSv1.3" "max_connections = 1"
+	printf '%s\n' "[routes]" "wrapped.test = wrapped" "example.com = plain" "example.org = dsnsink" "hard.test = hard" \
 		"soft.test = soft" "drop.test = drop" "tls.test = smarthost" \
 		"wrongname.test = wrongname" "notls.test = notls" "one.test = smarthost1" \
 		"nogreet.test = nogreet" "down.test = down" "encrypt.test = encrypt" "may.test = may"
@@ -254,8 +265,8 @@ tap_check "0: min_idle = 2 opens two connections at start, with no mail" wait_un
 sleep 4
 tap_is "0: keepalive_interval NOOPs keep them open past the peer's 2 s timeout" "$(warm_conns)" 2
 unset TERND_PEERS
-tap_is "ternd starts a relay for each of the 14 peers" \
-	"$(nlog ': peer [a-z0-9]+: relaying to \[127\.0\.0\.1\] port [0-9]+, tls (none|may|encrypt|verify), [0-9] connections?$')" 13
+tap_is "ternd starts a relay for each of the 15 peers" \
+	"$(nlog ': peer [a-z0-9]+: relaying to \[127\.0\.0\.1\] port [0-9]+, tls (none|may|encrypt|verify), [0-9] connections?$')" 14
 tap_is "... and dsnsink with its two hosts" \
 	"$(nlog ': peer dsnsink: relaying to \[127\.0\.0\.2\], \[127\.0\.0\.1\] port [0-9]+, tls none, 4 connections$')" 1
 
@@ -548,6 +559,15 @@ f=$(grep -l '^To: <paul@example\.org>$' "$top"/dsn/* 2>/dev/null | head -1)
 tap_like "8: the DSN reaches the sender: Action failed, Status 4.4.7" \
 	"$(sed -n '/^Final-Recipient:/,/^$/p' "${f:-/dev/null}")" \
 	$'^Final-Recipient: rfc822; quinn@down\\.test\nAction: failed\nStatus: 4\\.4\\.7\n'
+
+# --- 10. implicit TLS (tls_wrapper) through stunnel4 ------------------------------------
+for i in 1 2 3; do
+	wqid[$i]=$(send "wrapped$i" w@example.org "w$i@wrapped.test" --header "Subject: wrapped $i")
+done
+wait_until 15 _atleast 3 ": [0-9A-Z]+: to=<w[123]@wrapped\.test>, .* status=sent "
+tap_is "10: three messages through implicit TLS, each verified" \
+	"$(nlog ": [0-9A-Z]+: to=<w[123]@wrapped\.test>, relay=127\.0\.0\.1\[127\.0\.0\.1\]:$smtps_port, $d, tls=(full|resumed), dsn=2\.0\.0, status=sent ")" 3
+tap_is "10: the sink behind stunnel4 got them" "$(grep -l '^Subject: wrapped [123]$' "$top"/wrapped/* 2>/dev/null | wc -l)" 3
 
 # --- 9. TLS sessions survive a restart ----------------------------------------------
 # The smarthost's ticket was sealed into the queue database: the first
