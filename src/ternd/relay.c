@@ -40,6 +40,9 @@
 #include "xalloc.h"
 
 #define RELAY_PEER_JOBS 1024
+#define RCPT_WAIT 0xff			/* outcome: not tried (breaker open), no penalty */
+
+enum breaker { BREAKER_CLOSED, BREAKER_OPEN, BREAKER_HALF_OPEN };
 
 struct peer_rt {
 	char *name;
@@ -52,6 +55,12 @@ struct peer_rt {
 	size_t nbusy;
 	pthread_t *threads;
 	int nthreads;
+	/* circuit breaker (under lock) */
+	enum breaker breaker;
+	int failures;			/* consecutive connection failures */
+	uint64_t open_until;
+	long long cooldown_ms;
+	struct peer_rt *backup;
 };
 
 static struct {
@@ -172,6 +181,7 @@ struct result {
 	struct outcome *out;
 	size_t nout;
 	uint64_t now;
+	uint64_t wait_until;		/* RCPT_WAIT outcomes: next attempt */
 	const struct conf *conf;
 	/* filled in by the write: what to do after the commit */
 	struct queue_op_arg del;	/* the message left the queue */
@@ -220,6 +230,14 @@ static int apply_result(struct store_txn *txn, void *arg)
 
 			if (r->idx != o->idx || (r->state != RCPT_QUEUED && r->state != RCPT_DEFERRED))
 				continue;
+			if (o->state == RCPT_WAIT) {
+				r->next_us = res->wait_until;
+				free(r->reply);
+				r->reply = xstrdup(o->reply);
+				if ((rc = store_put_rcpt(txn, res->qid, r, old)) != 0)
+					return rc;
+				continue;
+			}
 			r->attempts++;
 			r->state = o->state;
 			free(r->reply);
@@ -362,6 +380,8 @@ static void log_outcomes(const struct result *res, const struct conn *c, const c
 		const struct outcome *o = &res->out[i];
 		const char *addr = "?";
 
+		if (o->state == RCPT_WAIT)
+			continue;
 		for (size_t k = 0; k < res->nrcpts; k++)
 			if (res->rcpts[k].idx == o->idx)
 				addr = res->rcpts[k].addr;
@@ -578,8 +598,52 @@ lost:
 	return -1;
 }
 
+/* breaker_allow - may we connect to this peer now? A half-open breaker
+ * lets exactly one probe through. */
+static int breaker_allow(struct peer_rt *rt, uint64_t now)
+{
+	int ok;
+
+	pthread_mutex_lock(&rt->lock);
+	if (rt->breaker == BREAKER_OPEN && now >= rt->open_until) {
+		rt->breaker = BREAKER_HALF_OPEN;
+		log_info("peer %s: circuit breaker half-open: probing", rt->name);
+		ok = 1;
+	} else {
+		ok = rt->breaker == BREAKER_CLOSED;
+	}
+	pthread_mutex_unlock(&rt->lock);
+	return ok;
+}
+
+/* breaker_result - count a connection's success or failure */
+static void breaker_result(struct peer_rt *rt, const struct conf_peer *p, int ok, const char *why)
+{
+	pthread_mutex_lock(&rt->lock);
+	if (ok) {
+		if (rt->breaker != BREAKER_CLOSED)
+			log_info("peer %s: circuit breaker closed", rt->name);
+		rt->breaker = BREAKER_CLOSED;
+		rt->failures = 0;
+		rt->cooldown_ms = p->breaker_cooldown;
+	} else if (++rt->failures >= p->breaker_failures || rt->breaker == BREAKER_HALF_OPEN) {
+		if (rt->cooldown_ms <= 0)
+			rt->cooldown_ms = p->breaker_cooldown;
+		rt->breaker = BREAKER_OPEN;
+		rt->open_until = now_us() + (uint64_t)rt->cooldown_ms * 1000;
+		log_warning("peer %s: circuit breaker open for %llds after %d failure%s (%s)%s%s",
+			    rt->name, rt->cooldown_ms / 1000, rt->failures, rt->failures == 1 ? "" : "s",
+			    why, rt->backup ? "; its mail goes to " : "; its mail waits",
+			    rt->backup ? rt->backup->name : "");
+		rt->cooldown_ms *= 2;
+		if (rt->cooldown_ms > p->breaker_max_cooldown)
+			rt->cooldown_ms = p->breaker_max_cooldown;
+	}
+	pthread_mutex_unlock(&rt->lock);
+}
+
 /* deliver - one attempt for one message and peer */
-static void deliver(struct peer_rt *rt, struct conn *c, const char *qid)
+static void deliver(struct peer_rt *rt, struct conn *c, struct conn *cb, const char *qid)
 {
 	const struct conf *conf = ternd_conf();
 	const struct conf_peer *p = conf_peer_find(conf, rt->name);
@@ -608,20 +672,43 @@ static void deliver(struct peer_rt *rt, struct conn *c, const char *qid)
 		goto out;
 	memcpy(res.qid, qid, QID_LEN + 1);
 	res.out = xcalloc(ntodo, sizeof(*res.out));
+	if (!breaker_allow(rt, now)) {
+		const struct conf_peer *bp = rt->backup ? conf_peer_find(conf, rt->backup->name) : NULL;
+
+		if (bp == NULL || !breaker_allow(rt->backup, now)) {
+			/* The mail waits, without an attempt counted against it. */
+			for (size_t i = 0; i < ntodo; i++) {
+				struct outcome *o = &res.out[res.nout++];
+
+				o->idx = todo[i]->idx;
+				o->state = RCPT_WAIT;
+				snprintf(o->reply, sizeof(o->reply), "circuit breaker of peer %s is open",
+					 rt->name);
+			}
+			res.wait_until = rt->open_until;
+			goto record;
+		}
+		rt = rt->backup;	/* this attempt goes to the backup peer */
+		p = bp;
+		c = cb;
+	}
 	if (c->fd >= 0 && !conn_alive(c))
 		conn_close(c, 0);	/* closed by the peer while idle: open anew */
 	if (c->fd < 0 && conn_open(c, p, rt->tls, p->helo_name[0] ? p->helo_name : ternd.hostname) < 0) {
+		breaker_result(rt, p, 0, c->why);
 		for (size_t i = 0; i < ntodo; i++)
 			set_outcome(&res.out[res.nout++], todo[i]->idx, c->temporary ? 450 : 550,
 				    c->temporary ? "4.4.1" : "5.4.1", c->why);
 		snprintf(relay_host, sizeof(relay_host), "none");
 	} else {
+		breaker_result(rt, p, 1, NULL);
 		snprintf(relay_host, sizeof(relay_host), "%s[%s]:%d", c->host, c->addr, c->port);
 		if (transaction(c, &m, &res, todo, ntodo) < 0)
 			conn_close(c, 0);
 		else if (p->max_messages_per_connection && c->messages >= (unsigned)p->max_messages_per_connection)
 			conn_close(c, 1);
 	}
+record:
 	res.now = now_us();
 	res.conf = conf;
 	/* apply_result loads the current records into res.msg and res.rcpts */
@@ -679,7 +766,7 @@ static void *worker(void *arg)
 {
 	struct worker_arg *wa = arg;
 	struct peer_rt *rt = wa->rt;
-	struct conn c = {.fd = -1};
+	struct conn c = {.fd = -1}, cb = {.fd = -1};	/* to the peer, to its backup */
 	const struct conf_peer *p = conf_peer_find(ternd_conf(), rt->name);
 	uint64_t last_used = now_us(), last_try = 0;
 
@@ -720,12 +807,14 @@ static void *worker(void *arg)
 		rt->head = (rt->head + 1) % RELAY_PEER_JOBS;
 		rt->count--;
 		pthread_mutex_unlock(&rt->lock);
-		deliver(rt, &c, qid);
+		deliver(rt, &c, &cb, qid);
 		done(rt, qid);
 		last_used = now_us();
 	}
 	conn_close(&c, 1);
+	conn_close(&cb, 1);
 	smtp_reply_free(&c.parser);
+	smtp_reply_free(&cb.parser);
 	free(wa);
 	return NULL;
 }
@@ -840,6 +929,14 @@ void relay_start(void)
 		}
 		log_info("peer %s: relaying to %s port %lld, tls %s, %d connection%s", p->name, p->host,
 			 p->port, conf_tls_name(p->tls), rt->nthreads, rt->nthreads == 1 ? "" : "s");
+	}
+	for (size_t i = 0; i < relay.npeers; i++) {
+		const struct conf_peer *p = conf_peer_find(conf, relay.peers[i].name);
+
+		relay.peers[i].cooldown_ms = p->breaker_cooldown;
+		if (p->backup_peer[0] && (relay.peers[i].backup = find_rt(p->backup_peer)) == NULL)
+			log_warning("peer %s: backup_peer %s is not a relayed peer: ignored", p->name,
+				    p->backup_peer);
 	}
 	if (pthread_create(&relay.sched, NULL, sched_main, NULL) != 0)
 		log_fatal("cannot start the scheduler");

@@ -191,7 +191,7 @@ tap_check "postfix starts" pf_start "$pf"
 
 # --- the sinks and ternd ------------------------------------------------------------
 
-for s in plain hard dsn soft drop notls nogreet may warm wrapped; do
+for s in plain hard dsn soft drop notls nogreet may warm wrapped backup flaky; do
 	sink_port[$s]=$(free_port)
 done
 down_port=$(free_port)	# nothing listens there
@@ -203,6 +203,8 @@ sink drop "${sink_port[drop]}" "$top/drop1" -q .
 sink notls "${sink_port[notls]}" "$top/notls"
 sink nogreet "${sink_port[nogreet]}" "$top/nogreet" -q connect
 sink may "${sink_port[may]}" "$top/may"
+sink backup "${sink_port[backup]}" "$top/backup"
+# (the flaky peer's sink starts later: first nothing listens there)
 # stunnel4 in front of a sink: implicit TLS (tls_wrapper), as on port 465
 sink wrapped "${sink_port[wrapped]}" "$top/wrapped"
 smtps_port=$(free_port)
@@ -248,7 +250,10 @@ TERND_PEERS=$(
 		"max_connections = 3" "min_idle = 2" "keepalive_interval = 1s"
 	peer wrapped "$smtps_port" "tls = verify" "tls_wrapper = yes" "tls_ca_file = $pki/ca.pem" \
 		"tls_servername = smarthost.test" "tls_min_version = TLSv1.3" "max_connections = 1"
-	printf '%s\n' "[routes]" "wrapped.test = wrapped" "example.com = plain" "example.org = dsnsink" "hard.test = hard" \
+	peer backupsink "${sink_port[backup]}" "tls = none" "max_connections = 1"
+	peer flaky "${sink_port[flaky]}" "tls = none" "max_connections = 1" "breaker_failures = 2" \
+		"breaker_cooldown = 3s" "backup_peer = backupsink"
+	printf '%s\n' "[routes]" "flaky.test = flaky" "wrapped.test = wrapped" "example.com = plain" "example.org = dsnsink" "hard.test = hard" \
 		"soft.test = soft" "drop.test = drop" "tls.test = smarthost" \
 		"wrongname.test = wrongname" "notls.test = notls" "one.test = smarthost1" \
 		"nogreet.test = nogreet" "down.test = down" "encrypt.test = encrypt" "may.test = may"
@@ -265,8 +270,8 @@ tap_check "0: min_idle = 2 opens two connections at start, with no mail" wait_un
 sleep 4
 tap_is "0: keepalive_interval NOOPs keep them open past the peer's 2 s timeout" "$(warm_conns)" 2
 unset TERND_PEERS
-tap_is "ternd starts a relay for each of the 15 peers" \
-	"$(nlog ': peer [a-z0-9]+: relaying to \[127\.0\.0\.1\] port [0-9]+, tls (none|may|encrypt|verify), [0-9] connections?$')" 14
+tap_is "ternd starts a relay for each of the 17 peers" \
+	"$(nlog ': peer [a-z0-9]+: relaying to \[127\.0\.0\.1\] port [0-9]+, tls (none|may|encrypt|verify), [0-9] connections?$')" 16
 tap_is "... and dsnsink with its two hosts" \
 	"$(nlog ': peer dsnsink: relaying to \[127\.0\.0\.2\], \[127\.0\.0\.1\] port [0-9]+, tls none, 4 connections$')" 1
 
@@ -568,6 +573,24 @@ wait_until 15 _atleast 3 ": [0-9A-Z]+: to=<w[123]@wrapped\.test>, .* status=sent
 tap_is "10: three messages through implicit TLS, each verified" \
 	"$(nlog ": [0-9A-Z]+: to=<w[123]@wrapped\.test>, relay=127\.0\.0\.1\[127\.0\.0\.1\]:$smtps_port, $d, tls=(full|resumed), dsn=2\.0\.0, status=sent ")" 3
 tap_is "10: the sink behind stunnel4 got them" "$(grep -l '^Subject: wrapped [123]$' "$top"/wrapped/* 2>/dev/null | wc -l)" 3
+
+# --- 11. circuit breaker and backup peer ---------------------------------------------
+bqid=$(send breaker1 b@example.org one@flaky.test --header "Subject: breaker 1")
+wait_until 20 _atleast 1 ": $bqid: removed$"
+tap_is "11: two connection failures open the breaker (breaker_failures = 2)" \
+	"$(nlog ': warning: peer flaky: circuit breaker open for 3s after 2 failures \(connect to 127\.0\.0\.1 port [0-9]+: connection refused or timed out\); its mail goes to backupsink$')" 1
+tap_like "11: while it is open, the mail goes to the backup peer" \
+	"$(grep -E ": $bqid: to=<one@flaky\.test>, " "$TERND_LOG" | tail -1)" \
+	"relay=127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\]:${sink_port[backup]}, $d, tls=none, dsn=2\\.0\\.0, status=sent "
+tap_is "11: the backup sink has it" "$(grep -l '^Subject: breaker 1$' "$top"/backup/* 2>/dev/null | wc -l)" 1
+sink flaky "${sink_port[flaky]}" "$top/flaky"	# the peer recovers
+sleep 4							# past the 3 s cooldown
+bqid2=$(send breaker2 b@example.org two@flaky.test --header "Subject: breaker 2")
+wait_until 15 _atleast 1 ": $bqid2: removed$"
+tap_is "11: after the cooldown one probe goes through and the breaker closes" \
+	"$(nlog ': peer flaky: circuit breaker (half-open: probing|closed)$')" 2
+tap_is "11: mail goes to the recovered peer again" \
+	"$(grep -l '^Subject: breaker 2$' "$top"/flaky/* 2>/dev/null | wc -l)" 1
 
 # --- 9. TLS sessions survive a restart ----------------------------------------------
 # The smarthost's ticket was sealed into the queue database: the first
