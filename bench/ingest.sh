@@ -424,7 +424,10 @@ echo "          bdat:   smtp-blast -B -c $SESSIONS -n $MESSAGES -s $SIZE 127.0.0
 echo "date:     $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 echo "host:     $(uname -srm), nproc $(nproc), $(awk '/MemTotal/ { printf "%.1f GiB RAM", $2 / 1048576 }' /proc/meminfo), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "postfix:  $(postconf -d mail_version)"
+echo "tree:     $top_src at $(git -C "$top_src" rev-parse --short HEAD 2>/dev/null || echo '?')" \
+	"($(git -C "$top_src" status --porcelain --untracked-files=no 2>/dev/null | wc -l) modified files; the binaries below are what ran)"
 echo "tern:     $("$ternd_bin" -V 2>&1) ($ternd_bin, sha256 $(sha256sum "$ternd_bin" | cut -c1-12))"
+echo "blast:    $blast_bin, sha256 $(sha256sum "$blast_bin" | cut -c1-12)"
 
 setup
 dev=$(df --output=source "$top" | tail -n 1)

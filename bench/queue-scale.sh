@@ -19,7 +19,9 @@
 #     only theirs, dropped with posix_fadvise(DONTNEED) before the start,
 #     as after a reboot; other files on the machine are not touched);
 #   - the fill rate per step (does ingest slow down as the queue grows?),
-#     the disk space used, and the time "ternq stats" takes on the queue.
+#     the disk space used, the time "ternq stats" takes on the queue, and
+#     ternd's CPU use while idle, empty and with the full queue (the
+#     scheduler looks for due recipients once a second).
 #
 # How to run (as root; needs python3, a built tree: make -j2, in-tree or
 # in build/; binaries are copied first):
@@ -37,6 +39,7 @@
 #     SESSIONS [50]     smtp-blast sessions   FILL_STEPS [10]  RSS samples
 #     BENCH_TMPDIR [/var/tmp]  where the queue lives (not tmpfs/ramfs)
 #     SETTLE [2]        seconds to wait before reading RSS
+#     IDLE [10]         seconds over which ternd's idle CPU use is measured
 #     TERND, TERNQ, SMTP_BLAST  binaries [in-tree, else build/]
 #
 # ternd runs with max_queue_messages = 2 x QUEUED (the default, 1000000,
@@ -53,6 +56,7 @@ SIZE=${SIZE:-1024}
 SESSIONS=${SESSIONS:-50}
 FILL_STEPS=${FILL_STEPS:-10}
 SETTLE=${SETTLE:-2}
+IDLE=${IDLE:-10}
 BENCH_TMPDIR=${BENCH_TMPDIR:-/var/tmp}
 
 # built - print the in-tree binary if it exists, else the one in build/
@@ -76,7 +80,7 @@ done
 for b in "$ternd_bin" "$ternq_bin" "$blast_bin"; do
 	[ -x "$b" ] || die "$b not built (run make -j2 in $top_src or build/)"
 done
-for v in QUEUED SIZE SESSIONS FILL_STEPS SETTLE; do
+for v in QUEUED SIZE SESSIONS FILL_STEPS SETTLE IDLE; do
 	[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer"
 done
 [ "$QUEUED" -gt 0 ] && [ "$SESSIONS" -gt 0 ] && [ "$FILL_STEPS" -gt 0 ] ||
@@ -120,6 +124,15 @@ show_rss() {
 	read -r v a f <<<"$(rss "$TERND_PID")"
 	printf '%-26s VmRSS %8d kB   RssAnon %8d kB   RssFile %8d kB   queued %s\n' \
 		"$1" "$v" "$a" "$f" "${2:--}"
+}
+
+# idle_cpu - print ternd's CPU use (% of one core) over IDLE seconds of no load
+idle_cpu() {
+	local a b
+	a=$(awk '{ print $14 + $15 }' "/proc/$TERND_PID/stat")
+	sleep "$IDLE"
+	b=$(awk '{ print $14 + $15 }' "/proc/$TERND_PID/stat")
+	awk -v t=$((b - a)) -v hz="$clk_tck" -v s="$IDLE" 'BEGIN { printf "%.1f", 100 * t / hz / s }'
 }
 
 # per_msg - print (B - A) kB / N messages as bytes per message
@@ -226,12 +239,15 @@ restart() {
 }
 
 declare -A restart_started restart_greeted
+clk_tck=$(getconf CLK_TCK)
 
 echo "== ternd queue scale: RSS and restart time with a large queue"
 echo "command:  ${cmdline}  (QUEUED=$QUEUED SIZE=$SIZE SESSIONS=$SESSIONS FILL_STEPS=$FILL_STEPS BENCH_TMPDIR=$BENCH_TMPDIR)"
 echo "fill:     smtp-blast -c $SESSIONS -n $((QUEUED / FILL_STEPS)) -s $SIZE 127.0.0.1:PORT, $FILL_STEPS times"
 echo "date:     $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 echo "host:     $(uname -srm), nproc $(nproc), $(awk '/MemTotal/ { printf "%.1f GiB RAM", $2 / 1048576 }' /proc/meminfo), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "tree:     $top_src at $(git -C "$top_src" rev-parse --short HEAD 2>/dev/null || echo '?')" \
+	"($(git -C "$top_src" status --porcelain --untracked-files=no 2>/dev/null | wc -l) modified files; the binaries below are what ran)"
 echo "tern:     $("$ternd_bin" -V 2>&1) ($ternd_bin, sha256 $(sha256sum "$ternd_bin" | cut -c1-12))"
 
 ensure_tern_user || die "cannot create user tern"
@@ -252,6 +268,7 @@ echo
 sleep "$SETTLE"
 read -r base_v base_a base_f <<<"$(rss "$TERND_PID")"
 show_rss "before the fill (base)" 0
+echo "idle CPU, empty queue: $(idle_cpu)% of one core over ${IDLE}s"
 
 step=$((QUEUED / FILL_STEPS))
 sent=0
@@ -279,16 +296,20 @@ echo "disk:     spool $(du -sm "$TERND_DIR/spool" | cut -f1) MB, state $(du -sm 
 sleep "$SETTLE"
 read -r fill_v fill_a fill_f <<<"$(rss "$TERND_PID")"
 show_rss "after the fill" "$QUEUED"
+echo "idle CPU, full queue: $(idle_cpu)% of one core over ${IDLE}s"
 echo
 
 restart warm
+show_rss "  at the greeting" "$QUEUED"
 sleep "$SETTLE"
 read -r warm_v warm_a warm_f <<<"$(rss "$TERND_PID")"
 show_rss "after the warm restart" "$QUEUED"
 restart cold
+show_rss "  at the greeting" "$QUEUED"
 sleep "$SETTLE"
 read -r cold_v cold_a cold_f <<<"$(rss "$TERND_PID")"
 show_rss "after the cold restart" "$QUEUED"
+echo "idle CPU, full queue after the restart: $(idle_cpu)% of one core over ${IDLE}s"
 # One more message after the restart: the queue still works.
 out=$("$blast" -c 1 -n 1 -s "$SIZE" "127.0.0.1:$TERND_PORT" 2>&1)
 [[ $out == *" accepted=1 failed=0 "* ]] || die "no message accepted after the restart: $out"

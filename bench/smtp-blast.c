@@ -7,7 +7,7 @@
  * one write. Each of -c sessions keeps one connection and sends messages
  * back to back; on a lost connection it reconnects (for crash tests).
  *
- *   smtp-blast [-B] [-c sessions] [-n messages] [-s size] [-o acked.log] HOST:PORT
+ *   smtp-blast [-B] [-c sessions] [-d domain] [-n messages] [-s size] [-o acked.log] HOST:PORT
  *
  * Prints one summary line: messages, accepted, failed, seconds, msgs/s and
  * accept latency percentiles (end of content sent -> final reply). With
@@ -29,6 +29,7 @@
 static struct {
 	struct sockaddr_in addr;
 	int sessions, bdat;
+	const char *domain;		/* recipients' domain */
 	long messages;
 	size_t size;
 	FILE *acked;
@@ -37,7 +38,8 @@ static struct {
 	double *lat;			/* seconds, one per accepted message */
 	char *body;			/* DATA form (dot-stuffed, ends CRLF.CRLF) */
 	size_t body_len, content_len;	/* content_len: without the final ".\r\n" */
-} g = {.sessions = 10, .messages = 1000, .size = 10240, .lock = PTHREAD_MUTEX_INITIALIZER};
+} g = {.sessions = 10, .messages = 1000, .size = 10240, .domain = "example.com",
+       .lock = PTHREAD_MUTEX_INITIALIZER};
 
 struct conn {
 	int fd;
@@ -145,10 +147,10 @@ static int transaction(struct conn *c, long n, double *latency)
 
 	if (g.bdat)
 		len = snprintf(cmds, sizeof(cmds), "MAIL FROM:<blast@example.org>\r\n"
-			       "RCPT TO:<sink%ld@example.com>\r\nBDAT %zu LAST\r\n", n % 100, g.content_len);
+			       "RCPT TO:<sink%ld@%s>\r\nBDAT %zu LAST\r\n", n % 100, g.domain, g.content_len);
 	else
 		len = snprintf(cmds, sizeof(cmds), "MAIL FROM:<blast@example.org>\r\n"
-			       "RCPT TO:<sink%ld@example.com>\r\nDATA\r\n", n % 100);
+			       "RCPT TO:<sink%ld@%s>\r\nDATA\r\n", n % 100, g.domain);
 	if (send_all(c->fd, cmds, (size_t)len) < 0)
 		return -1;
 	if (g.bdat) {
@@ -258,13 +260,16 @@ int main(int argc, char **argv)
 	double t0, secs;
 	int ch;
 
-	while ((ch = getopt(argc, argv, "Bc:n:s:o:")) != -1) {
+	while ((ch = getopt(argc, argv, "Bc:d:n:s:o:")) != -1) {
 		switch (ch) {
 		case 'B':
 			g.bdat = 1;
 			break;
 		case 'c':
 			g.sessions = atoi(optarg);
+			break;
+		case 'd':
+			g.domain = optarg;
 			break;
 		case 'n':
 			g.messages = atol(optarg);
@@ -307,6 +312,7 @@ int main(int argc, char **argv)
 	free(g.body);
 	return g.failed ? 1 : 0;
 usage:
-	fprintf(stderr, "usage: smtp-blast [-B] [-c sessions] [-n messages] [-s size] [-o acked.log] HOST:PORT\n");
+	fprintf(stderr, "usage: smtp-blast [-B] [-c sessions] [-d domain] [-n messages] [-s size] "
+		"[-o acked.log] HOST:PORT\n");
 	return 2;
 }

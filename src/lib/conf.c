@@ -221,6 +221,31 @@ static const char *conf_set(enum conf_type type, void *field, const char *value)
 			return "expected TLSv1.2 or TLSv1.3";
 		*(enum conf_tlsver *)field = (enum conf_tlsver)i;
 		return NULL;
+	case CT_RATE: {
+		static const struct {
+			const char *unit;
+			long long us;
+		} per[] = {{"/s", 1000000LL}, {"/m", 60000000LL}, {"/h", 3600000000LL}};
+		char num[32];
+		const char *slash = strchr(value, '/');
+
+		if (strcmp(value, "0") == 0) {
+			*(long long *)field = 0;
+			return NULL;
+		}
+		if (slash == NULL || (size_t)(slash - value) >= sizeof(num))
+			return "expected a rate: N/s, N/m or N/h (or 0)";
+		memcpy(num, value, (size_t)(slash - value));
+		num[slash - value] = '\0';
+		if (units_uint(num, 1000000, &u, &why) < 0 || u == 0)
+			return why ? why : "expected a rate: N/s, N/m or N/h (or 0)";
+		for (i = 0; i < 3; i++)
+			if (strcmp(slash, per[i].unit) == 0) {
+				*(long long *)field = per[i].us / (long long)u;
+				return *(long long *)field ? NULL : "rate too high";
+			}
+		return "expected a rate: N/s, N/m or N/h (or 0)";
+	}
 	case CT_CIDRS: {
 		struct cidr_list *list = cidr_list_parse(value, &why);
 

@@ -61,6 +61,9 @@ struct peer_rt {
 	uint64_t open_until;
 	long long cooldown_ms;
 	struct peer_rt *backup;
+	/* rate limit: a token bucket (under lock) */
+	double tokens;
+	uint64_t refilled;
 };
 
 static struct {
@@ -642,6 +645,40 @@ static void breaker_result(struct peer_rt *rt, const struct conf_peer *p, int ok
 	pthread_mutex_unlock(&rt->lock);
 }
 
+/* rate_wait - block until the peer's max_message_rate allows one more
+ * message: a token bucket of rate_burst tokens refilled smoothly. Mail over
+ * the limit just waits here: no deferral, no retry penalty. */
+static void rate_wait(struct peer_rt *rt, const struct conf_peer *p)
+{
+	double burst = p->rate_burst > 0 ? (double)p->rate_burst : 1.0;
+
+	if (p->max_message_rate <= 0)
+		return;
+	for (;;) {
+		uint64_t now = now_us(), wait_us;
+
+		pthread_mutex_lock(&rt->lock);
+		if (rt->refilled == 0) {
+			rt->tokens = burst;
+			rt->refilled = now;
+		}
+		rt->tokens += (double)(now - rt->refilled) / (double)p->max_message_rate;
+		if (rt->tokens > burst)
+			rt->tokens = burst;
+		rt->refilled = now;
+		if (rt->tokens >= 1.0) {
+			rt->tokens -= 1.0;
+			pthread_mutex_unlock(&rt->lock);
+			return;
+		}
+		wait_us = (uint64_t)((1.0 - rt->tokens) * (double)p->max_message_rate);
+		pthread_mutex_unlock(&rt->lock);
+		if (relay.stopping)
+			return;
+		usleep(wait_us < 1000000 ? (useconds_t)wait_us + 100 : 1000000);
+	}
+}
+
 /* deliver - one attempt for one message and peer */
 static void deliver(struct peer_rt *rt, struct conn *c, struct conn *cb, const char *qid)
 {
@@ -702,6 +739,7 @@ static void deliver(struct peer_rt *rt, struct conn *c, struct conn *cb, const c
 		snprintf(relay_host, sizeof(relay_host), "none");
 	} else {
 		breaker_result(rt, p, 1, NULL);
+		rate_wait(rt, p);
 		snprintf(relay_host, sizeof(relay_host), "%s[%s]:%d", c->host, c->addr, c->port);
 		if (transaction(c, &m, &res, todo, ntodo) < 0)
 			conn_close(c, 0);

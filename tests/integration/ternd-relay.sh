@@ -191,7 +191,7 @@ tap_check "postfix starts" pf_start "$pf"
 
 # --- the sinks and ternd ------------------------------------------------------------
 
-for s in plain hard dsn soft drop notls nogreet may warm wrapped backup flaky; do
+for s in plain hard dsn soft drop notls nogreet may warm wrapped backup flaky rated; do
 	sink_port[$s]=$(free_port)
 done
 down_port=$(free_port)	# nothing listens there
@@ -204,6 +204,7 @@ sink notls "${sink_port[notls]}" "$top/notls"
 sink nogreet "${sink_port[nogreet]}" "$top/nogreet" -q connect
 sink may "${sink_port[may]}" "$top/may"
 sink backup "${sink_port[backup]}" "$top/backup"
+sink rated "${sink_port[rated]}" "$top/rated"
 # (the flaky peer's sink starts later: first nothing listens there)
 # stunnel4 in front of a sink: implicit TLS (tls_wrapper), as on port 465
 sink wrapped "${sink_port[wrapped]}" "$top/wrapped"
@@ -251,9 +252,10 @@ TERND_PEERS=$(
 	peer wrapped "$smtps_port" "tls = verify" "tls_wrapper = yes" "tls_ca_file = $pki/ca.pem" \
 		"tls_servername = smarthost.test" "tls_min_version = TLSv1.3" "max_connections = 1"
 	peer backupsink "${sink_port[backup]}" "tls = none" "max_connections = 1"
+	peer rated "${sink_port[rated]}" "tls = none" "max_connections = 4" "max_message_rate = 50/s"
 	peer flaky "${sink_port[flaky]}" "tls = none" "max_connections = 1" "breaker_failures = 2" \
 		"breaker_cooldown = 3s" "backup_peer = backupsink"
-	printf '%s\n' "[routes]" "flaky.test = flaky" "wrapped.test = wrapped" "example.com = plain" "example.org = dsnsink" "hard.test = hard" \
+	printf '%s\n' "[routes]" "rated.test = rated" "flaky.test = flaky" "wrapped.test = wrapped" "example.com = plain" "example.org = dsnsink" "hard.test = hard" \
 		"soft.test = soft" "drop.test = drop" "tls.test = smarthost" \
 		"wrongname.test = wrongname" "notls.test = notls" "one.test = smarthost1" \
 		"nogreet.test = nogreet" "down.test = down" "encrypt.test = encrypt" "may.test = may"
@@ -270,8 +272,8 @@ tap_check "0: min_idle = 2 opens two connections at start, with no mail" wait_un
 sleep 4
 tap_is "0: keepalive_interval NOOPs keep them open past the peer's 2 s timeout" "$(warm_conns)" 2
 unset TERND_PEERS
-tap_is "ternd starts a relay for each of the 17 peers" \
-	"$(nlog ': peer [a-z0-9]+: relaying to \[127\.0\.0\.1\] port [0-9]+, tls (none|may|encrypt|verify), [0-9] connections?$')" 16
+tap_is "ternd starts a relay for each of the 18 peers" \
+	"$(nlog ': peer [a-z0-9]+: relaying to \[127\.0\.0\.1\] port [0-9]+, tls (none|may|encrypt|verify), [0-9] connections?$')" 17
 tap_is "... and dsnsink with its two hosts" \
 	"$(nlog ': peer dsnsink: relaying to \[127\.0\.0\.2\], \[127\.0\.0\.1\] port [0-9]+, tls none, 4 connections$')" 1
 
@@ -573,6 +575,19 @@ wait_until 15 _atleast 3 ": [0-9A-Z]+: to=<w[123]@wrapped\.test>, .* status=sent
 tap_is "10: three messages through implicit TLS, each verified" \
 	"$(nlog ": [0-9A-Z]+: to=<w[123]@wrapped\.test>, relay=127\.0\.0\.1\[127\.0\.0\.1\]:$smtps_port, $d, tls=(full|resumed), dsn=2\.0\.0, status=sent ")" 3
 tap_is "10: the sink behind stunnel4 got them" "$(grep -l '^Subject: wrapped [123]$' "$top"/wrapped/* 2>/dev/null | wc -l)" 3
+
+# --- 12. max_message_rate = 50/s, over 10 s ----------------------------------------------
+"$blast" -c 4 -n 550 -s 2048 -d rated.test "127.0.0.1:$TERND_PORT" >"$top/rated.blast" 2>&1
+wait_until 30 sh -c "[ \$(ls '$top/rated' | wc -l) -ge 550 ]"
+rate=$(python3 - "$top/rated" <<'PYEOF'
+import os, sys
+t = sorted(os.stat(os.path.join(sys.argv[1], f)).st_mtime_ns for f in os.listdir(sys.argv[1]))
+print("%.1f" % ((len(t) - 1) / ((t[-1] - t[0]) / 1e9)) if len(t) > 1 else "0")
+PYEOF
+)
+tap_like "12: 550 messages arrived at the rate-limited peer" "$(ls "$top/rated" | wc -l)" '^550$'
+tap_check "12: the measured send rate is 50/s within 10% ($rate/s)" \
+	python3 -c "import sys; sys.exit(not 45 <= $rate <= 55)"
 
 # --- 11. circuit breaker and backup peer ---------------------------------------------
 bqid=$(send breaker1 b@example.org one@flaky.test --header "Subject: breaker 1")
