@@ -63,6 +63,9 @@ START_TEST(test_good)
 		"trusted_networks = 10.0.0.0/8,\n"
 		"   192.168.0.0/16 2001:db8::/32\n"
 		"[peer smarthost]\n"
+		"host = relay.example\n"
+		"tls = encrypt\n"
+		"max_message_rate = 6000/m\n"
 		"[peer backup-1]\n"
 		"[routes]\n"
 		"example.org = smarthost\n"
@@ -84,6 +87,10 @@ START_TEST(test_good)
 	ck_assert_int_eq(cidr_list_match_str(c->milter.trusted_networks, "127.0.0.1"), 0);
 	ck_assert_uint_eq(c->npeers, 2);
 	ck_assert_str_eq(c->peers[1].name, "backup-1");
+	ck_assert_int_eq(c->peers[0].max_message_rate, 10000);	/* 6000/m: 10 ms apart */
+	ck_assert_int_eq(c->peers[0].tls, TLS_ENCRYPT);
+	ck_assert_int_eq(c->peers[1].tls, TLS_VERIFY);		/* the default */
+	ck_assert_int_eq(c->peers[1].port, 25);
 	ck_assert_uint_eq(c->nroutes, 3);
 	ck_assert_str_eq(c->routes[1].domain, ".example.net");
 	ck_assert_str_eq(c->routes[1].peer, "backup-1");
@@ -122,6 +129,13 @@ static const struct {
 	{"[peer aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa]\n",
 	 "t.conf:1: section header longer than 48 characters"},
 	{"[milter]\nmax_received = 99999999999\n", "t.conf:2: max_received = 99999999999: number too large"},
+	{"[peer p]\nmax_message_rate = 50/x\n",
+	 "t.conf:2: max_message_rate = 50/x: expected a rate: N/s, N/m or N/h (or 0)"},
+	{"[peer p]\nmax_message_rate = 0/s\n",
+	 "t.conf:2: max_message_rate = 0/s: expected a rate: N/s, N/m or N/h (or 0)"},
+	{"[peer p]\ntls = maybe\n", "t.conf:2: tls = maybe: expected none, may, encrypt or verify"},
+	{"[peer p]\ntls_min_version = TLSv1.1\n",
+	 "t.conf:2: tls_min_version = TLSv1.1: expected TLSv1.2 or TLSv1.3"},
 };
 
 START_TEST(test_bad)
