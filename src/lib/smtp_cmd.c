@@ -18,6 +18,7 @@
 #include <arpa/inet.h>
 #include <string.h>
 
+#include "ascii.h"
 #include "smtp_cmd.h"
 
 #define SMTP_LOCAL_MAX 64		/* RFC 5321 4.5.3.1.1 */
@@ -73,29 +74,12 @@ static const char *const unsupported[] = {
 	R_UNSUPPORTED ": HOLDUNTIL", R_UNSUPPORTED ": MTRK", R_UNSUPPORTED ": RRVS",
 };
 
-/* lc - ASCII lower case, whatever the locale */
-static int lc(unsigned char c)
-{
-	return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
-}
-
-/* word_is - does the counted string equal word, ASCII case-insensitive */
-static int word_is(const char *p, size_t n, const char *word)
-{
-	size_t i;
-
-	for (i = 0; i < n && word[i] != '\0'; i++)
-		if (lc((unsigned char)p[i]) != lc((unsigned char)word[i]))
-			return 0;
-	return i == n && word[i] == '\0';
-}
-
 /* prefix_is - does the counted string start with word, case-insensitive */
 static int prefix_is(const char *p, size_t n, const char *word)
 {
 	size_t wn = strlen(word);
 
-	return n >= wn && word_is(p, wn, word);
+	return n >= wn && ascii_word_is(p, wn, word);
 }
 
 /* is_alnum - ASCII letter or digit */
@@ -385,11 +369,11 @@ static int set_size(struct smtp_cmd *cmd, const char *v, size_t n)
 /* set_body - BODY=7BIT|8BITMIME (RFC 6152)|BINARYMIME (RFC 3030) */
 static int set_body(struct smtp_cmd *cmd, const char *v, size_t n)
 {
-	if (v && word_is(v, n, "7BIT"))
+	if (v && ascii_word_is(v, n, "7BIT"))
 		cmd->body = BODY_7BIT;
-	else if (v && word_is(v, n, "8BITMIME"))
+	else if (v && ascii_word_is(v, n, "8BITMIME"))
 		cmd->body = BODY_8BITMIME;
-	else if (v && word_is(v, n, "BINARYMIME"))
+	else if (v && ascii_word_is(v, n, "BINARYMIME"))
 		cmd->body = BODY_BINARYMIME;
 	else
 		return -1;
@@ -408,9 +392,9 @@ static int set_smtputf8(struct smtp_cmd *cmd, const char *v, size_t n)
 /* set_ret - RET=FULL|HDRS (RFC 3461) */
 static int set_ret(struct smtp_cmd *cmd, const char *v, size_t n)
 {
-	if (v && word_is(v, n, "FULL"))
+	if (v && ascii_word_is(v, n, "FULL"))
 		cmd->ret = RET_FULL;
-	else if (v && word_is(v, n, "HDRS"))
+	else if (v && ascii_word_is(v, n, "HDRS"))
 		cmd->ret = RET_HDRS;
 	else
 		return -1;
@@ -440,13 +424,13 @@ static int set_notify(struct smtp_cmd *cmd, const char *v, size_t n)
 		const char *comma = memchr(v, ',', (size_t)(end - v));
 		size_t len = (size_t)((comma ? comma : end) - v);
 
-		if (word_is(v, len, "NEVER"))
+		if (ascii_word_is(v, len, "NEVER"))
 			bits |= NOTIFY_NEVER;
-		else if (word_is(v, len, "SUCCESS"))
+		else if (ascii_word_is(v, len, "SUCCESS"))
 			bits |= NOTIFY_SUCCESS;
-		else if (word_is(v, len, "FAILURE"))
+		else if (ascii_word_is(v, len, "FAILURE"))
 			bits |= NOTIFY_FAILURE;
-		else if (word_is(v, len, "DELAY"))
+		else if (ascii_word_is(v, len, "DELAY"))
 			bits |= NOTIFY_DELAY;
 		else
 			return -1;
@@ -477,7 +461,7 @@ static int set_orcpt(struct smtp_cmd *cmd, const char *v, size_t n)
 	for (size_t i = 1; i < tlen; i++)
 		if (!is_alnum((unsigned char)v[i]) && v[i] != '-')
 			return -1;
-	if (!xtext_ok(semi + 1, n - tlen - 1, word_is(v, tlen, "utf-8")))
+	if (!xtext_ok(semi + 1, n - tlen - 1, ascii_word_is(v, tlen, "utf-8")))
 		return -1;
 	memcpy(cmd->orcpt, v, n);
 	cmd->orcpt[n] = '\0';
@@ -514,7 +498,7 @@ static const char *unsupported_reply(const char *name, size_t n)
 	size_t skip = sizeof(R_UNSUPPORTED ": ") - 1;
 
 	for (size_t i = 0; i < sizeof(unsupported) / sizeof(unsupported[0]); i++)
-		if (word_is(name, n, unsupported[i] + skip))
+		if (ascii_word_is(name, n, unsupported[i] + skip))
 			return unsupported[i];
 	return R_UNSUPPORTED;
 }
@@ -539,7 +523,7 @@ static int parse_params(const char *p, const char *end, struct smtp_cmd *cmd, co
 			vlen = (size_t)(p - val);
 		}
 		for (i = 0; i < sizeof(params) / sizeof(params[0]); i++)
-			if (params[i].verb == cmd->verb && word_is(tok, nlen, params[i].name))
+			if (params[i].verb == cmd->verb && ascii_word_is(tok, nlen, params[i].name))
 				break;
 		if (i == sizeof(params) / sizeof(params[0])) {
 			*reply = unsupported_reply(tok, nlen);
@@ -616,7 +600,7 @@ static int parse_rcpt(const char *p, const char *end, struct smtp_cmd *cmd, cons
 	}
 	rest = path_parse(p, end, &pa);
 	if (rest == NULL || (rest < end && !IS_WSP(*rest)) || pa.len == 0
-	    || (!pa.has_at && !word_is(pa.mbox, pa.len, "postmaster"))) {
+	    || (!pa.has_at && !ascii_word_is(pa.mbox, pa.len, "postmaster"))) {
 		*reply = R_BAD_RCPT;
 		return -1;
 	}
@@ -651,7 +635,7 @@ static int parse_bdat(const char *p, const char *end, struct smtp_cmd *cmd, cons
 	while (p < end && IS_WSP(*p))
 		p++;
 	if (p < end) {
-		if (!word_is(p, (size_t)(end - p), "LAST"))
+		if (!ascii_word_is(p, (size_t)(end - p), "LAST"))
 			goto bad;
 		cmd->last = 1;
 	}
@@ -702,7 +686,7 @@ int smtp_cmd_parse(const char *line, size_t len, struct smtp_cmd *cmd, const cha
 	while (p < end && IS_WSP(*p))
 		p++;
 	for (size_t v = CMD_UNKNOWN + 1; v < NVERBS; v++) {
-		if (word_is(verb, vlen, verbs[v].name)) {
+		if (ascii_word_is(verb, vlen, verbs[v].name)) {
 			cmd->verb = (enum smtp_verb)v;
 			break;
 		}

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ascii.h"
 #include "smtp_reply.h"
 #include "xalloc.h"
 
@@ -320,23 +321,6 @@ size_t smtp_reply_format(const struct smtp_reply *r, char *out, size_t outlen)
 	return o;
 }
 
-/* lc - ASCII lower case, whatever the locale */
-static int lc(unsigned char c)
-{
-	return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
-}
-
-/* word_is - does the counted string equal word, ASCII case-insensitive */
-static int word_is(const char *p, size_t n, const char *word)
-{
-	size_t i;
-
-	for (i = 0; i < n && word[i] != '\0'; i++)
-		if (lc((unsigned char)p[i]) != lc((unsigned char)word[i]))
-			return 0;
-	return i == n && word[i] == '\0';
-}
-
 /* number - a decimal number that fits; 0 if p[0..n) is not one */
 static unsigned long long number(const char *p, size_t n)
 {
@@ -381,7 +365,7 @@ static void ehlo_line(struct smtp_ehlo *e, const char *s, size_t n)
 	unsigned flag = 0;
 
 	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
-		if (word_is(kw, kn, words[i].name))
+		if (ascii_word_is(kw, kn, words[i].name))
 			flag = words[i].flag;
 	if (flag == 0)
 		return;
@@ -392,9 +376,9 @@ static void ehlo_line(struct smtp_ehlo *e, const char *s, size_t n)
 		e->size = number(s, an);
 	} else if (flag == SMTP_EXT_AUTH) {
 		for (; (an = token(&s, end, 1)) != 0; s += an) {
-			if (word_is(s, an, "PLAIN"))
+			if (ascii_word_is(s, an, "PLAIN"))
 				e->auth |= SMTP_AUTH_PLAIN;
-			else if (word_is(s, an, "LOGIN"))
+			else if (ascii_word_is(s, an, "LOGIN"))
 				e->auth |= SMTP_AUTH_LOGIN;
 		}
 	}
@@ -420,7 +404,7 @@ static const char *ci_find(const char *s, size_t n, const char *word)
 	size_t wn = strlen(word);
 
 	for (size_t i = 0; i + wn <= n; i++)
-		if (word_is(s + i, wn, word))
+		if (ascii_word_is(s + i, wn, word))
 			return s + i;
 	return NULL;
 }
@@ -457,7 +441,7 @@ static size_t id_in_line(const char *s, size_t n, const char **id)
 	/* Sendmail: "xAB12345 Message accepted for delivery" */
 	k = id_run(s, end, 0);
 	if (k > 0 && (size_t)(end - (s + k)) >= sizeof(sendmail) - 1
-	    && word_is(s + k, sizeof(sendmail) - 1, sendmail)) {
+	    && ascii_word_is(s + k, sizeof(sendmail) - 1, sendmail)) {
 		*id = s;
 		return k;
 	}

@@ -617,6 +617,36 @@ static int cmd_stats(struct ternq *q)
 	return 0;
 }
 
+/* ternq_option - take one of ternq's own options; 1 if ch was one
+ * (values are checked once all options are in) */
+static int ternq_option(struct ternq *q, int ch, const char *arg)
+{
+	const char *why;
+
+	switch (ch) {
+	case 'j':
+		q->json = 1;
+		return 1;
+	case 's':
+		q->state = arg;
+		return 1;
+	case 'p':
+		q->peer = arg;
+		return 1;
+	case 'o':
+		if (units_duration(arg, &q->older_ms, &why) < 0) {
+			fprintf(stderr, "ternq: --older %s: %s\n", arg, why);
+			exit(EXIT_USAGE);
+		}
+		return 1;
+	case 'b':
+		q->by = arg;
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -630,44 +660,18 @@ int main(int argc, char **argv)
 	};
 	struct ternq q = {0};
 	struct cli cli;
-	const char *cmd, *why;
+	const char *cmd;
 	int ch, rc;
 
 	log_init(argv[0], "ternq");
 	cli_init(&cli);
 	q.by = "domain";
 	while ((ch = getopt_long(argc, argv, "+" CLI_COMMON_OPTS "Vh", longopts, NULL)) != -1) {
-		if (cli_option(&cli, ch, optarg))
+		if (cli_option(&cli, ch, optarg) || ternq_option(&q, ch, optarg))
 			continue;
-		switch (ch) {
-		case 'j':
-			q.json = 1;
-			break;
-		case 's':
-			if (strcmp(optarg, "queued") && strcmp(optarg, "deferred") && strcmp(optarg, "hold"))
-				usage();
-			q.state = optarg;
-			break;
-		case 'p':
-			q.peer = optarg;
-			break;
-		case 'o':
-			if (units_duration(optarg, &q.older_ms, &why) < 0) {
-				fprintf(stderr, "ternq: --older %s: %s\n", optarg, why);
-				return EXIT_USAGE;
-			}
-			break;
-		case 'b':
-			if (strcmp(optarg, "domain") && strcmp(optarg, "peer"))
-				usage();
-			q.by = optarg;
-			break;
-		case 'V':
+		if (ch == 'V')
 			cli_version();
-			break;
-		default:
-			usage();
-		}
+		usage();
 	}
 	if (sodium_init() < 0)
 		return EXIT_USAGE;
@@ -684,28 +688,9 @@ int main(int argc, char **argv)
 		argc = 1;
 	}
 	optind = 0;
-	while ((ch = getopt_long(argc, argv, "js:p:o:b:", longopts, NULL)) != -1) {
-		switch (ch) {
-		case 'j':
-			q.json = 1;
-			break;
-		case 's':
-			q.state = optarg;
-			break;
-		case 'p':
-			q.peer = optarg;
-			break;
-		case 'o':
-			if (units_duration(optarg, &q.older_ms, &why) < 0)
-				usage();
-			break;
-		case 'b':
-			q.by = optarg;
-			break;
-		default:
+	while ((ch = getopt_long(argc, argv, "js:p:o:b:", longopts, NULL)) != -1)
+		if (!ternq_option(&q, ch, optarg))
 			usage();
-		}
-	}
 	if ((q.state && strcmp(q.state, "queued") && strcmp(q.state, "deferred") && strcmp(q.state, "hold"))
 	    || (strcmp(q.by, "domain") && strcmp(q.by, "peer")))
 		usage();
