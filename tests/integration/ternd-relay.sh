@@ -215,8 +215,8 @@ printf '%s\n' "foreground = yes" "pid =" "[smtps]" "accept = 127.0.0.1:$smtps_po
 stunnel4 "$top/stunnel.conf" >"$top/stunnel.log" 2>&1 &
 tap_bg_register $!
 tap_check "stunnel4 listens for implicit TLS" wait_for_port "$smtps_port"
-# -t 2: the sink drops a connection silent for 2 s; only NOOPs keep it
-sink warm "${sink_port[warm]}" "$top/warm" -t 2
+# -t 3: the sink drops a connection silent for 3 s; only NOOPs keep it
+sink warm "${sink_port[warm]}" "$top/warm" -t 3
 
 # peer NAME PORT [lines...] - a [peer NAME] section for 127.0.0.1:PORT
 # peer NAME PORT [lines] - connections open on demand only (min_idle = 0),
@@ -269,8 +269,8 @@ warm_conns() {
 }
 tap_check "0: min_idle = 2 opens two connections at start, with no mail" wait_until 5 \
 	sh -c "[ \$(ss -Htn state established 'sport = :${sink_port[warm]}' | wc -l) -eq 2 ]"
-sleep 4
-tap_is "0: keepalive_interval NOOPs keep them open past the peer's 2 s timeout" "$(warm_conns)" 2
+sleep 5
+tap_is "0: keepalive_interval NOOPs keep them open past the peer's 3 s timeout" "$(warm_conns)" 2
 unset TERND_PEERS
 tap_is "ternd starts a relay for each of the 18 peers" \
 	"$(nlog ': peer [a-z0-9]+: relaying to \[127\.0\.0\.1\] port [0-9]+, tls (none|may|encrypt|verify), [0-9] connections?$')" 17
