@@ -40,9 +40,9 @@
 # stays in incoming/ exactly as smtpd+cleanup wrote it: the queue file
 # write, its fsync and the 250 are unchanged, and nothing else (no active
 # queue, no delivery attempt, no deferred-queue rewrite, no bounce logs)
-# competes for the disk and the CPU.  The syntax is name/type, and this
-# instance's qmgr is a "unix" service: "qmgr.fifo" would silently disable
-# nothing.  The one side effect is a cleanup warning per message ("unable
+# competes for the disk and the CPU.  The form is name/type since Postfix
+# 2.11 ("." was for 2.6-2.10), and this instance's qmgr is a "unix"
+# service: "qmgr.fifo" would silently disable nothing.  The one side effect is a cleanup warning per message ("unable
 # to look up public/qmgr"), a log line in place of the usual qmgr wake-up.
 # defer_transports was rejected: qmgr would still move every message to
 # active/ and then rewrite it into deferred/ with a defer log, doubling

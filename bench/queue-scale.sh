@@ -30,9 +30,10 @@
 #     sudo QUEUED=300000 bench/queue-scale.sh      # if the fill is too slow
 #     sudo QUEUED=20000 bench/queue-scale.sh       # quick check
 #
-# The default needs about 3 GB free on BENCH_TMPDIR's file system (1 KB
-# bodies plus a Received: field in the spool, plus the LMDB records);
-# the script checks with df first and stops if there is not enough.
+# The default uses about 1.6 GB on BENCH_TMPDIR's file system (1 KB bodies
+# plus a Received: field in the spool, ~490 bytes of LMDB per message); the
+# script checks with df first for a generous 4 GB and stops if there is not
+# that much (lower QUEUED then).
 #
 # Environment (defaults in brackets):
 #     QUEUED [1000000]  messages to queue     SIZE [1024]  bytes per message
