@@ -99,6 +99,12 @@ tap_like() {
 	fi
 }
 
+# tap_skip - record a skipped test: tap_skip DESCRIPTION REASON
+tap_skip() {
+	_tap_count=$((_tap_count + 1))
+	echo "ok $_tap_count - $1 # SKIP $2"
+}
+
 # tap_skip_all - skip the whole test script (prints "1..0 # SKIP reason")
 tap_skip_all() {
 	echo "1..0 # SKIP $1"

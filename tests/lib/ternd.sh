@@ -14,9 +14,12 @@
 # and "[routes] * = relay", unless TERND_PEERS is set and not empty: then
 # its text (the [peer NAME] sections and the [routes] section, lines
 # separated by newlines) is written there instead.
+#
+# TERND_BIN and TERNQ_BIN, when set before sourcing, name the programs to
+# run (the install test runs the installed ones); default: the build's.
 
-_ternd_bin=${top_builddir:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}/src/ternd/ternd
-_ternq_bin=${top_builddir:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}/src/ternq/ternq
+_ternd_bin=${TERND_BIN:-${top_builddir:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}/src/ternd/ternd}
+_ternq_bin=${TERNQ_BIN:-${top_builddir:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}/src/ternq/ternq}
 
 # ternd_setup - write a configuration under DIR and start ternd
 ternd_setup() {

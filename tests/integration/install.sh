@@ -1,0 +1,103 @@
+#!/bin/bash
+# install.sh - "make install" into a DESTDIR lays out a real deployment:
+# the programs, the man pages, a tern.conf that a second install keeps,
+# systemd units that name the installed programs and pass
+# "systemd-analyze verify", sysusers/tmpfiles files that create the tern
+# user and its directories, and daemons that run from where they were
+# installed. "make uninstall" takes everything away again.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../lib/tap.sh"
+
+[ "$(id -u)" -eq 0 ] || tap_skip_all "must run as root (ternd drops privileges)"
+for cmd in make swaks python3; do
+	command -v "$cmd" >/dev/null || tap_skip_all "$cmd not installed"
+done
+: "${top_builddir:?top_builddir must be set (run through make check)}"
+: "${top_srcdir:?top_srcdir must be set (run through make check)}"
+
+top=$(tap_tmpdir)
+dest=$top/root
+# The build's own prefix is kept (a DESTDIR install must not need another
+# configure); every installed path is found below $dest.
+prefix=$(sed -n 's/^prefix = //p' "$top_builddir/Makefile")
+sysconfdir=$(sed -n 's/^sysconfdir = //p' "$top_builddir/Makefile" | sed "s|\${prefix}|$prefix|")
+sbindir=$prefix/sbin
+
+# inst - make install/uninstall into $dest, quietly unless it fails
+inst() {
+	make -s -C "$top_builddir" "$1" DESTDIR="$dest" tmpfilesdir=/usr/lib/tmpfiles.d \
+		sysusersdir=/usr/lib/sysusers.d >"$top/make-$1.out" 2>&1
+}
+
+tap_check "make install DESTDIR= succeeds" inst install
+for f in "$sbindir/tern-milter" "$sbindir/ternd" "$prefix/bin/ternq"; do
+	tap_check "installed and executable: ${f#"$prefix"/}" test -x "$dest$f"
+done
+for m in man8/tern-milter.8 man8/ternd.8 man1/ternq.1 man5/tern.conf.5; do
+	tap_check "man page installed: $m" test -s "$dest$prefix/share/man/$m"
+done
+conf=$dest$sysconfdir/tern/tern.conf
+tap_is "tern.conf is the commented example, mode 0640" \
+	"$(cmp -s "$conf" "$top_srcdir/contrib/tern.conf.example" && stat -c %a "$conf")" 640
+
+echo "# a local change" >>"$conf"
+inst install
+tap_is "a second install keeps a changed tern.conf" "$(tail -n 1 "$conf")" "# a local change"
+
+# --- systemd units ------------------------------------------------------------
+for u in ternd tern-milter; do
+	unit=$top_builddir/contrib/systemd/$u.service
+	tap_is "$u.service runs the installed program" \
+		"$(sed -n 's/^ExecStart=\([^ ]*\).*/\1/p' "$unit")" "$sbindir/$u"
+	if command -v systemd-analyze >/dev/null; then
+		# verify wants the program at the path the unit names: point it
+		# at the DESTDIR copy, keep everything else as installed
+		sed "s|^ExecStart=$sbindir/|ExecStart=$dest$sbindir/|" "$unit" >"$top/$u.service"
+		tap_check "systemd-analyze verify $u.service" \
+			systemd-analyze verify --man=no "$top/$u.service"
+	else
+		tap_skip "systemd-analyze verify $u.service" "systemd-analyze not installed"
+	fi
+done
+
+# --- sysusers and tmpfiles, applied to a scratch root ------------------------------
+sysroot=$top/sysroot
+mkdir -p "$sysroot/etc"
+if command -v systemd-sysusers >/dev/null && command -v systemd-tmpfiles >/dev/null; then
+	tap_check "systemd-sysusers creates the tern user" \
+		systemd-sysusers --root="$sysroot" "$top_srcdir/contrib/tern.sysusers"
+	tap_like "tern: a system user with no login shell" \
+		"$(grep '^tern:' "$sysroot/etc/passwd")" '^tern:x:[0-9]+:[0-9]+:[^:]*:/var/lib/tern:/usr/sbin/nologin$'
+	tap_check "systemd-tmpfiles creates the directories" \
+		systemd-tmpfiles --root="$sysroot" --create "$top_srcdir/contrib/tern.tmpfiles"
+	tap_is "run, state and spool directories: 0750 tern" \
+		"$(cd "$sysroot" && stat -c '%n %a' run/tern var/lib/tern var/spool/tern | tr '\n' ' ')" \
+		"run/tern 750 var/lib/tern 750 var/spool/tern 750 "
+	tap_is "their owner is the tern user of that root" \
+		"$(stat -c %u "$sysroot/var/spool/tern")" "$(grep '^tern:' "$sysroot/etc/passwd" | cut -d: -f3)"
+else
+	tap_skip "sysusers and tmpfiles" "systemd-sysusers or systemd-tmpfiles not installed"
+fi
+tap_check "tmpfiles and sysusers files installed where asked" \
+	test -s "$dest/usr/lib/tmpfiles.d/tern.conf" -a -s "$dest/usr/lib/sysusers.d/tern.conf"
+
+# --- the installed daemons run --------------------------------------------------
+TERND_BIN=$dest$sbindir/ternd TERNQ_BIN=$dest$prefix/bin/ternq
+. "$here/../lib/ternd.sh"
+ternd_setup "$top/t" || exit 1
+tap_like "installed ternd accepts mail" \
+	"$(swaks --server 127.0.0.1 --port "$TERND_PORT" --from a@example.org --to b@example.com \
+		--body installed 2>&1 | grep '^<-  250 2.0.0 Ok: queued')" '^<-  250 2\.0\.0 Ok: queued as [0-9A-Z]{13}$'
+tap_like "installed ternq lists it" "$(ternq_ list)" '-- 1 Kbytes in 1 Request\.'
+rc=0
+ternd_stop || rc=$?
+tap_is "installed ternd stops cleanly" "$rc" 0
+tap_like "installed tern-milter -n checks the configuration" \
+	"$("$dest$sbindir/tern-milter" -n -c "$TERND_CONF" 2>&1; echo "rc=$?")" 'rc=0$'
+
+# --- uninstall --------------------------------------------------------------------
+tap_check "make uninstall succeeds" inst uninstall
+tap_is "uninstall leaves only the changed tern.conf" \
+	"$(cd "$dest" && find . -type f | sort)" "./${sysconfdir#/}/tern/tern.conf"
+tap_done
