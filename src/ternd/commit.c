@@ -312,12 +312,35 @@ void commit_start(void)
 		log_fatal("cannot start the committer thread");
 }
 
-/* commit_stop - let the committer drain its queue and stop */
+/* drop_dead_seg - forget the current segment if no message lives in it;
+ * seg->id becomes 0 when it stays */
+static int drop_dead_seg(struct store_txn *txn, void *arg)
+{
+	struct store_seg *seg = arg;
+	uint64_t id = seg->id;
+	int rc = store_txn_get_seg(txn, id, seg);
+
+	if (rc != 0 || seg->live > 0) {
+		seg->id = 0;
+		return rc == 1 ? 0 : rc;
+	}
+	return store_del_seg(txn, id);
+}
+
+/* commit_stop - let the committer drain its queue and stop. A drained
+ * queue leaves no spool file behind: the current segment goes too when
+ * nothing lives in it (while running, it stays until it is full). */
 void commit_stop(void)
 {
+	struct store_seg seg = {0};
+	char err[256];
+
 	pthread_mutex_lock(&ternd.lock);
 	ternd.stopping = 1;
 	pthread_cond_broadcast(&ternd.work);
 	pthread_mutex_unlock(&ternd.lock);
 	pthread_join(commit_thread, NULL);
+	seg.id = spool_segment_id(ternd.spool);
+	if (store_write(ternd.store, drop_dead_seg, &seg, err, sizeof(err)) == 0 && seg.id != 0)
+		spool_seg_remove(ternd.spool, seg.id);
 }
