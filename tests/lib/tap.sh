@@ -223,44 +223,6 @@ free_port() {
 	EOF
 }
 
-# wait_until - run CMD every 0.1 s until it succeeds; fail after TIMEOUT s
-wait_until() {
-	local timeout=$1 now deadline
-	shift
-	now=${EPOCHREALTIME//[.,]/}
-	deadline=$((now + timeout * 1000000))
-	until "$@"; do
-		now=${EPOCHREALTIME//[.,]/}
-		if [ "$now" -ge "$deadline" ]; then
-			return 1
-		fi
-		sleep 0.1
-	done
-}
-
-# _tap_listening - true if a TCP socket listens on 127.0.0.1:PORT
-# (checked with ss rather than by connecting, so that daemons such as
-# milters do not see a spurious connection)
-_tap_listening() {
-	ss -Hltn "sport = :$1" | awk -v port="$1" '
-		$4 ~ "^(127\\.0\\.0\\.1|0\\.0\\.0\\.0|\\*|\\[::\\]):" port "$" { found = 1 }
-		END { exit !found }'
-}
-
-# wait_for_port - wait until 127.0.0.1:PORT accepts TCP (default 10 s)
-wait_for_port() {
-	wait_until "${2:-10}" _tap_listening "$1"
-}
-
-# wait_for_file - wait until PATH exists (default 10 s)
-wait_for_file() {
-	wait_until "${2:-10}" test -e "$1"
-}
-
-# ensure_tern_user - create the unprivileged system user "tern" if missing
-ensure_tern_user() {
-	id -u tern >/dev/null 2>&1 && return 0
-	# A parallel test may win the race; re-check instead of failing.
-	useradd --system --no-create-home --shell /usr/sbin/nologin \
-		--user-group tern 2>/dev/null || id -u tern >/dev/null 2>&1
-}
+# wait_until, wait_for_port, wait_for_file, ensure_tern_user: shared with
+# scripts that keep what they start (contrib/demo.sh).
+. "$(dirname "${BASH_SOURCE[0]}")/util.sh"
