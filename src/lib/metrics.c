@@ -318,6 +318,8 @@ int metrics_listen_parse(const char *spec, char *host, size_t hostlen, int *port
 	}
 	if (n == 0 || n >= hostlen || colon[1] < '0' || colon[1] > '9')
 		return -1;
+	if (memchr(h, '[', n) || memchr(h, ']', n) || (spec[0] == '[' && !memchr(h, ':', n)))
+		return -1;	/* brackets only around an IPv6 address */
 	p = strtol(colon + 1, &end, 10);
 	if (*end != '\0' || p < 1 || p > 65535)
 		return -1;
