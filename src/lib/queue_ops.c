@@ -22,6 +22,18 @@ int queue_op_parse(const char *name, enum queue_op *op)
 	return -1;
 }
 
+/* queue_state - what tern_queue_messages{state} counts a message as:
+ * held, deferred (a live recipient has been tried), or queued */
+int queue_state(const struct q_msg *m, const struct q_rcpt *rcpts, size_t n)
+{
+	if (m->flags & QMSG_HOLD)
+		return QSTATE_HOLD;
+	for (size_t i = 0; i < n; i++)
+		if (rcpts[i].state == RCPT_DEFERRED)
+			return QSTATE_DEFERRED;
+	return QSTATE_QUEUED;
+}
+
 /* op_delete - forget a message; note the files to remove after commit */
 static int op_delete(struct store_txn *txn, struct queue_op_arg *a, const struct q_msg *m)
 {
@@ -64,6 +76,8 @@ int queue_op_write(struct store_txn *txn, void *arg)
 	if (rc != 0)
 		return rc;
 	a->found = 1;
+	store_txn_get_rcpts(txn, a->qid, &rcpts, &n);
+	a->was = queue_state(&m, rcpts, n);
 	switch (a->op) {
 	case QOP_HOLD:
 	case QOP_RELEASE:
@@ -75,7 +89,6 @@ int queue_op_write(struct store_txn *txn, void *arg)
 			break;
 		/* Held mail is parked in the schedule, so nothing looks at it;
 		 * released mail is due at once. */
-		store_txn_get_rcpts(txn, a->qid, &rcpts, &n);
 		for (size_t i = 0; i < n && rc == 0; i++) {
 			uint64_t old = rcpts[i].next_us;
 
@@ -84,13 +97,11 @@ int queue_op_write(struct store_txn *txn, void *arg)
 			rcpts[i].next_us = a->op == QOP_HOLD ? Q_NEXT_HELD : a->now_us;
 			rc = store_put_rcpt(txn, a->qid, &rcpts[i], old);
 		}
-		q_rcpts_free(&rcpts, n);
 		break;
 	case QOP_DELETE:
 		rc = op_delete(txn, a, &m);
 		break;
 	case QOP_RETRY:
-		store_txn_get_rcpts(txn, a->qid, &rcpts, &n);
 		for (size_t i = 0; i < n && rc == 0; i++) {
 			uint64_t old = rcpts[i].next_us;
 
@@ -99,9 +110,10 @@ int queue_op_write(struct store_txn *txn, void *arg)
 			rcpts[i].next_us = a->now_us;
 			rc = store_put_rcpt(txn, a->qid, &rcpts[i], old);
 		}
-		q_rcpts_free(&rcpts, n);
 		break;
 	}
+	a->now = a->op == QOP_DELETE ? QSTATE_GONE : queue_state(&m, rcpts, n);
+	q_rcpts_free(&rcpts, n);
 	q_msg_clear(&m);
 	return rc;
 }

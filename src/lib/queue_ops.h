@@ -24,7 +24,12 @@ struct queue_op_arg {
 	int found;
 	int own_file;			/* delete: remove SPOOL/own/QID */
 	uint64_t seg_to_remove;		/* delete: remove this empty segment (0: none) */
+	int was, now;			/* queue_state before and after (found only) */
 };
+
+/* a message's state as tern_queue_messages{state} counts it */
+enum queue_state { QSTATE_GONE = -1, QSTATE_QUEUED, QSTATE_DEFERRED, QSTATE_HOLD };
+int queue_state(const struct q_msg *m, const struct q_rcpt *rcpts, size_t n);
 
 int queue_op_parse(const char *name, enum queue_op *op);
 int queue_op_write(struct store_txn *txn, void *arg);

@@ -243,8 +243,8 @@ int store_add_msg(struct store_txn *t, const struct q_msg *m)
 	return n ? mdb_put(t->txn, t->st->msg, &key, &val, MDB_NOOVERWRITE) : EINVAL;
 }
 
-/* store_last_qid - the highest queue id in the message table, or 0 */
-int store_last_qid(struct store *st, uint64_t *value)
+/* edge_qid - the first or last queue id in the message table, or 0 */
+static int edge_qid(struct store *st, MDB_cursor_op op, uint64_t *value)
 {
 	MDB_txn *txn;
 	MDB_cursor *cur;
@@ -255,7 +255,7 @@ int store_last_qid(struct store *st, uint64_t *value)
 	if (read_begin(st, &txn) != 0)
 		return -1;
 	if (mdb_cursor_open(txn, st->msg, &cur) == 0) {
-		if (mdb_cursor_get(cur, &k, &v, MDB_LAST) == 0 && k.mv_size == QID_LEN) {
+		if (mdb_cursor_get(cur, &k, &v, op) == 0 && k.mv_size == QID_LEN) {
 			memcpy(qid, k.mv_data, QID_LEN);
 			qid[QID_LEN] = '\0';
 			qid_parse(qid, value);
@@ -264,6 +264,18 @@ int store_last_qid(struct store *st, uint64_t *value)
 	}
 	read_end(st, txn);
 	return 0;
+}
+
+/* store_last_qid - the highest queue id in the message table, or 0 */
+int store_last_qid(struct store *st, uint64_t *value)
+{
+	return edge_qid(st, MDB_LAST, value);
+}
+
+/* store_first_qid - the lowest (oldest) queue id in the message table, or 0 */
+int store_first_qid(struct store *st, uint64_t *value)
+{
+	return edge_qid(st, MDB_FIRST, value);
 }
 
 /* live - does a recipient in this state still need delivery */

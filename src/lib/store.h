@@ -57,6 +57,7 @@ int store_txn_get_rcpts(struct store_txn *txn, const char *qid, struct q_rcpt **
 /* Reads, each in its own read transaction. */
 int store_get_meta(struct store *st, const char *name, uint64_t *value);
 int store_last_qid(struct store *st, uint64_t *value);
+int store_first_qid(struct store *st, uint64_t *value);
 size_t store_get_tls(struct store *st, const char *key, void *buf, size_t cap);
 int store_get(struct store *st, const char *qid, struct q_msg *m,
 	      struct q_rcpt **rcpts, size_t *nrcpts);

@@ -16,9 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hdr_check.h"
 #include "log.h"
+#include "metrics.h"
 #include "milter.h"
 #include "xalloc.h"
 
@@ -61,6 +63,44 @@ static const struct check_reply {
 	[CHECK_DATE] = {"550", "5.6.0", "451", "4.6.0"},
 	[CHECK_RECIPIENTS] = {"550", "5.5.3", "452", "4.5.3"},
 };
+
+/* The metrics (tern-milter(8), METRICS). */
+static struct metric *m_messages, *m_checks, *m_traces, *m_callback;
+
+/* milter_metrics_init - register the metrics and their label sets */
+void milter_metrics_init(void)
+{
+	static const char *const verdicts[] = {"accept", "tag", "reject", "tempfail"};
+	static const char *const origins[] = {"continued", "replaced", "new"};
+	static const double seconds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+					 0.025, 0.05, 0.1, 0.25, 1};
+
+	m_messages = metric_new(METRIC_COUNTER, "tern_milter_messages_total",
+				"Messages inspected, by verdict.", "verdict", NULL, 0);
+	for (size_t i = 0; i < sizeof(verdicts) / sizeof(verdicts[0]); i++)
+		metric_series(m_messages, verdicts[i]);
+	m_checks = metric_new(METRIC_COUNTER, "tern_milter_checks_failed_total",
+			      "Messages that failed a check (whatever its action), by check.",
+			      "check", NULL, 0);
+	for (enum check_id id = 0; id < CHECK_COUNT; id++)
+		metric_series(m_checks, check_name(id));
+	m_traces = metric_new(METRIC_COUNTER, "tern_milter_traces_total",
+			      "Trace contexts given to messages, by origin.", "origin", NULL, 0);
+	for (size_t i = 0; i < sizeof(origins) / sizeof(origins[0]); i++)
+		metric_series(m_traces, origins[i]);
+	m_callback = metric_new(METRIC_HISTOGRAM, "tern_milter_callback_seconds",
+				"Time spent in the end-of-message callback (checks, trace, header edits).",
+				NULL, seconds, sizeof(seconds) / sizeof(seconds[0]));
+}
+
+/* elapsed - seconds since start (CLOCK_MONOTONIC) */
+static double elapsed(const struct timespec *start)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - start->tv_sec) + (double)(now.tv_nsec - start->tv_nsec) / 1e9;
+}
 
 /* check_action - the configured action of a check */
 static enum conf_action check_action(const struct conf *conf, enum check_id id)
@@ -365,6 +405,7 @@ static void inspect(SMFICTX *ctx, struct session *s, struct verdict *v)
 			failed = s->rcpt_failed;
 			snprintf(why, sizeof(why), "more than %lld recipients offered",
 				 conf->milter.max_recipients);
+			metric_add(m_checks, failed, check_name(id));
 			if (failed && action == ACTION_TAG)
 				v->tags |= 1u << id;
 			else if (failed)	/* refused at RCPT already */
@@ -374,6 +415,7 @@ static void inspect(SMFICTX *ctx, struct session *s, struct verdict *v)
 		failed = hdr_check_failed(s->hc, id, why, sizeof(why));
 		if (!failed)
 			continue;
+		metric_add(m_checks, 1, check_name(id));
 		if (action == ACTION_TAG) {
 			v->tags |= 1u << id;
 			add_reason(v, id, why);
@@ -470,12 +512,16 @@ static sfsistat tm_eom(SMFICTX *ctx)
 	char qid[QID_MAX + 1], tid[TRACE_ID_HEX + 1];
 	const char *failed = NULL;
 	int tracing;
+	struct timespec start;
 
 	if (s == NULL)
 		return SMFIS_ACCEPT;
+	clock_gettime(CLOCK_MONOTONIC, &start);
 	if (s->state != MSG_OPEN) {
 		sfsistat r = s->state == MSG_ERROR ? s->error_reply : SMFIS_CONTINUE;
 
+		if (s->state == MSG_ERROR)
+			metric_add(m_messages, 1, r == SMFIS_ACCEPT ? "accept" : "tempfail");
 		msg_reset(s);
 		return r;
 	}
@@ -511,6 +557,7 @@ static sfsistat tm_eom(SMFICTX *ctx)
 		if (failed) {
 			sfsistat r = msg_fail(ctx, s, failed);
 
+			metric_add(m_messages, 1, r == SMFIS_ACCEPT ? "accept" : "tempfail");
 			msg_reset(s);
 			return r;
 		}
@@ -518,6 +565,9 @@ static sfsistat tm_eom(SMFICTX *ctx)
 	log_info("%s: trace=%s origin=%s client=%s[%s] from=<%s> nrcpt=%lld verdict=%s%s%s",
 		 qid, tid, d.origin, s->client_name, s->client_addr, s->sender, s->nrcpt,
 		 v.name, v.reason[0] ? " reason=" : "", v.reason);
+	metric_add(m_messages, 1, v.name);
+	metric_add(m_traces, tracing, d.origin);
+	metric_observe(m_callback, elapsed(&start));
 	msg_reset(s);
 	return v.reply;
 }

@@ -28,6 +28,7 @@
 
 #include "cli.h"
 #include "log.h"
+#include "metrics.h"
 #include "milter.h"
 #include "privs.h"
 #include "xalloc.h"
@@ -220,6 +221,7 @@ int main(int argc, char **argv)
 	struct cli cli;
 	struct conf *conf;
 	const struct conf_milter *m;
+	struct metrics_server *metrics = NULL;
 	char err[1024];
 	sigset_t set;
 	static sigset_t usr1;
@@ -292,13 +294,20 @@ int main(int argc, char **argv)
 	if (pthread_create(&tid, NULL, signal_thread, &usr1) != 0)
 		log_fatal("cannot start the signal thread");
 	pthread_detach(tid);
+	/* metrics_listen: after the privilege drop (an unprivileged port), and
+	 * after the signal mask, which its thread inherits */
+	milter_metrics_init();
+	if (m->metrics_listen[0] && (metrics = metrics_serve(m->metrics_listen, err, sizeof(err))) == NULL)
+		log_fatal("%s", err);
 
-	log_info("starting on %s (trace %s)", m->listen, m->trace ? "on" : "off");
+	log_info("starting on %s (trace %s, metrics %s)", m->listen, m->trace ? "on" : "off",
+		 m->metrics_listen[0] ? m->metrics_listen : "off");
 	rc = smfi_main();
 	pthread_mutex_lock(&milter_lock);
 	stop_timeout = milter_current->conf->milter.stop_timeout;
 	pthread_mutex_unlock(&milter_lock);
 	left = wait_for_sessions(stop_timeout);
+	metrics_server_stop(&metrics);
 	if (left > 0) {
 		log_warning("stopping with %d session%s still open", left, left == 1 ? "" : "s");
 	} else {

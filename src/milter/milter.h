@@ -20,6 +20,7 @@ struct milter_cfg {
 struct milter_cfg *milter_cfg_get(void);
 void milter_cfg_put(struct milter_cfg **cfg);
 void milter_session_count(int delta);
+void milter_metrics_init(void);
 
 extern struct smfiDesc milter_desc;
 

@@ -19,7 +19,9 @@
 #include <time.h>
 
 #include "log.h"
+#include "queue_ops.h"
 #include "relay.h"
+#include "stats.h"
 #include "ternd.h"
 
 #define COMMIT_BATCH_LIMIT 1024
@@ -190,8 +192,10 @@ static void finish(struct job **jobs, size_t n, int result, const char *err)
 		jobs[i]->result = result;
 		if (result != 0)
 			snprintf(jobs[i]->err, sizeof(jobs[i]->err), "%s", err);
-		else if (jobs[i]->kind == JOB_ACCEPT)
+		else if (jobs[i]->kind == JOB_ACCEPT) {
 			ternd.queued++;
+			stats_queue(QSTATE_GONE, QSTATE_QUEUED);
+		}
 		jobs[i]->done = 1;
 	}
 	pthread_cond_broadcast(&ternd.done);
@@ -252,10 +256,12 @@ static void *commit_main(void *arg)
 	for (;;) {
 		struct batch b = {jobs, 0, 0, 0, 0};
 		int own = 0, failed = 0;
+		uint64_t started;
 
 		b.n = take_batch(jobs, max);
 		if (b.n == 0)
 			break;	/* stopping and drained */
+		started = now_us();
 		if (append_bodies(&b, &own) < 0) {
 			failed = 1;
 			snprintf(err, sizeof(err), "spool write: %s", strerror(errno));
@@ -284,6 +290,8 @@ static void *commit_main(void *arg)
 			if (segment_rotate(err, sizeof(err)) < 0)
 				log_error("cannot start a new spool segment: %s", err);
 		}
+		metric_observe(stats.commit_seconds, (double)(now_us() - started) / 1e6);
+		metric_observe(stats.batch, (double)b.n);
 		finish(jobs, b.n, failed ? -1 : 0, err);
 		if (!failed && spool_segment_full(ternd.spool)) {
 			struct store_seg seg = {.id = spool_segment_id(ternd.spool)};

@@ -31,6 +31,7 @@
 #include <openssl/x509v3.h>
 
 #include "conn.h"
+#include "stats.h"
 #include "xalloc.h"
 
 /* ms_now - monotonic milliseconds */
@@ -205,6 +206,7 @@ ssize_t conn_send_body(struct conn *c, int fd, off_t offset, size_t len, int dot
 						 "message", c->host, c->addr);
 			left -= (size_t)n;
 		}
+		metric_add(stats.bytes, len, c->peer->name, stats_send_method[SEND_SENDFILE]);
 		return (ssize_t)len;
 	}
 	while (left > 0) {
@@ -222,6 +224,7 @@ ssize_t conn_send_body(struct conn *c, int fd, off_t offset, size_t len, int dot
 		if (io_write(c, out, o, deadline) < 0)
 			return conn_fail(c, 1, "lost connection with %s[%s] while sending the message",
 					 c->host, c->addr);
+		metric_add(stats.bytes, o, c->peer->name, stats_send_method[SEND_COPY]);
 		offset += n;
 		left -= (size_t)n;
 	}
@@ -449,7 +452,7 @@ static int handshake(struct conn *c, SSL_CTX *ctx, long long timeout)
 {
 	const struct conf_peer *p = c->peer;
 	const char *name = p->tls_servername[0] ? p->tls_servername : c->host;
-	long long deadline;
+	long long deadline, started;
 	long verify;
 
 	if ((c->ssl = SSL_new(ctx)) == NULL || !SSL_set_fd(c->ssl, c->fd))
@@ -459,6 +462,7 @@ static int handshake(struct conn *c, SSL_CTX *ctx, long long timeout)
 	if (p->tls == TLS_VERIFY && !SSL_set1_host(c->ssl, name))
 		return conn_fail(c, 1, "cannot set the TLS host name to verify");
 	deadline = ms_now() + timeout;
+	started = ms_now();
 	for (;;) {
 		int rc = SSL_connect(c->ssl);
 
@@ -470,6 +474,7 @@ static int handshake(struct conn *c, SSL_CTX *ctx, long long timeout)
 			verify = SSL_get_verify_result(c->ssl);
 			SSL_free(c->ssl);
 			c->ssl = NULL;
+			metric_add(stats.tls_handshakes, 1, p->name, "failed", "no");
 			if (verify != X509_V_OK)
 				return conn_fail(c, 1, "TLS certificate of %s[%s] does not verify for %s: %s",
 						 c->host, c->addr, name, X509_verify_cert_error_string(verify));
@@ -478,6 +483,8 @@ static int handshake(struct conn *c, SSL_CTX *ctx, long long timeout)
 		}
 	}
 	c->tls_resumed = SSL_session_reused(c->ssl);
+	metric_add(stats.tls_handshakes, 1, p->name, "ok", c->tls_resumed ? "yes" : "no");
+	metric_observe(stats.tls_seconds, (double)(ms_now() - started) / 1e3, p->name);
 	return 0;
 }
 
@@ -558,6 +565,12 @@ int conn_open(struct conn *c, const struct conf_peer *peer, SSL_CTX *ctx, const 
 			conn_close(c, 0);
 	}
 	free(hosts);
+	c->busy = 0;
+	c->opened = rc == 0;
+	if (c->opened) {
+		metric_add(stats.conns_opened, 1, peer->name);
+		metric_gauge_add(stats.conns, 1, peer->name, "idle");
+	}
 	return rc;
 }
 
@@ -591,5 +604,18 @@ void conn_close(struct conn *c, int polite)
 	}
 	if (c->fd >= 0)
 		close(c->fd);
+	if (c->fd >= 0 && c->opened)
+		metric_gauge_add(stats.conns, -1, c->peer->name, c->busy ? "busy" : "idle");
 	c->fd = -1;
+	c->opened = 0;
+}
+
+/* conn_busy - the connection starts (1) or ends (0) a transaction */
+void conn_busy(struct conn *c, int busy)
+{
+	if (c->fd < 0 || !c->opened || c->busy == busy)
+		return;
+	metric_gauge_add(stats.conns, -1, c->peer->name, c->busy ? "busy" : "idle");
+	metric_gauge_add(stats.conns, 1, c->peer->name, busy ? "busy" : "idle");
+	c->busy = busy;
 }

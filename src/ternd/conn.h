@@ -15,6 +15,9 @@
 #include "conf.h"
 #include "smtp_reply.h"
 
+/* how conn_send_body sent a body (tern_bytes_sent_total{method}) */
+enum { SEND_SENDFILE, SEND_KTLS, SEND_COPY };
+
 struct conn {
 	const struct conf_peer *peer;
 	int fd;
@@ -28,6 +31,7 @@ struct conn {
 	char in[8192];
 	size_t in_pos, in_len;
 	unsigned messages;		/* transactions on this connection */
+	int opened, busy;		/* counted in tern_connections{state}: idle or busy */
 	char why[512];			/* the last failure, for logs and DSNs */
 	int temporary;			/* that failure is worth a retry */
 };
@@ -40,6 +44,7 @@ const char *conn_tls_key(SSL_CTX *ctx);
 int conn_open(struct conn *c, const struct conf_peer *peer, SSL_CTX *ctx, const char *helo);
 void conn_close(struct conn *c, int polite);
 int conn_alive(const struct conn *c);
+void conn_busy(struct conn *c, int busy);
 int conn_write(struct conn *c, const void *buf, size_t len, long long timeout_ms);
 ssize_t conn_send_body(struct conn *c, int fd, off_t offset, size_t len, int dotstuff,
 		       long long timeout_ms);

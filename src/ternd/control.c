@@ -19,6 +19,7 @@
 #include "listen.h"
 #include "log.h"
 #include "queue_ops.h"
+#include "stats.h"
 #include "ternd.h"
 
 static int control_fd = -1;
@@ -56,6 +57,7 @@ static void control_request(char *line, char *answer, size_t len)
 		return;
 	}
 	queue_op_cleanup(ternd.spool, &a);
+	stats_queue(a.was, a.now);
 	if (a.op == QOP_DELETE) {
 		pthread_mutex_lock(&ternd.lock);
 		ternd.queued--;

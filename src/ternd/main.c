@@ -28,6 +28,7 @@
 #include "log.h"
 #include "privs.h"
 #include "relay.h"
+#include "stats.h"
 #include "ternd.h"
 #include "xalloc.h"
 
@@ -142,6 +143,7 @@ static int drain(void)
 	pthread_mutex_unlock(&ternd.lock);
 	relay_stop();
 	commit_stop();
+	stats_stop();
 	return left;
 }
 
@@ -235,6 +237,7 @@ int main(int argc, char **argv)
 	if (recover(err, sizeof(err)) < 0)
 		log_fatal("recovery failed: %s", err);
 	write_pid();
+	stats_init(ternd.conf);
 
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
@@ -243,6 +246,9 @@ int main(int argc, char **argv)
 	sigaddset(&set, SIGUSR1);	/* reloads too, as for tern-milter */
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	/* metrics_listen: after the privilege drop (an unprivileged port), and
+	 * after the signal mask, which its thread inherits */
+	stats_start(ternd.conf);
 	commit_start();
 	relay_start();
 	control_start();

@@ -35,6 +35,7 @@
 #include "queue_ops.h"
 #include "relay.h"
 #include "smtp_cmd.h"
+#include "stats.h"
 #include "ternd.h"
 #include "traceparent.h"
 #include "xalloc.h"
@@ -192,6 +193,7 @@ struct result {
 	struct q_msg msg;		/* for logs and DSNs */
 	struct q_rcpt *rcpts;
 	size_t nrcpts;
+	int was, after;			/* queue_state before and after */
 };
 
 /* backoff_us - the delay before attempt number attempts+1 */
@@ -223,6 +225,7 @@ static int apply_result(struct store_txn *txn, void *arg)
 	if (rc != 0)
 		return rc;
 	store_txn_get_rcpts(txn, res->qid, &res->rcpts, &res->nrcpts);
+	res->was = queue_state(&res->msg, res->rcpts, res->nrcpts);
 	expire = res->msg.arrival_us + (uint64_t)res->conf->ternd.max_queue_lifetime * 1000;
 	for (size_t i = 0; i < res->nout; i++) {
 		struct outcome *o = &res->out[i];
@@ -270,6 +273,8 @@ static int apply_result(struct store_txn *txn, void *arg)
 				return rc;
 		}
 	}
+	res->after = res->msg.nlive > 0 ? queue_state(&res->msg, res->rcpts, res->nrcpts)
+		: QSTATE_GONE;
 	if (res->msg.nlive > 0)
 		return store_put_msg(txn, &res->msg);
 	/* The last recipient is final: the message leaves the queue. */
@@ -463,6 +468,7 @@ static int transaction(struct conn *c, const struct q_msg *m, struct result *res
 	off_t off;
 
 	res->nout = 0;
+	metric_add(stats.transactions, 1, p->name, c->messages ? "yes" : "no");
 	mail_params(c, m, params, sizeof(params));
 	len += (size_t)sprintf(cmds + len, "MAIL FROM:<%s>%s\r\n", m->sender, params);
 	if (!pipelined && (conn_write(c, cmds, len, p->command_timeout) < 0 || (len = 0)))
@@ -610,6 +616,7 @@ static int breaker_allow(struct peer_rt *rt, uint64_t now)
 	pthread_mutex_lock(&rt->lock);
 	if (rt->breaker == BREAKER_OPEN && now >= rt->open_until) {
 		rt->breaker = BREAKER_HALF_OPEN;
+		metric_set(stats.breaker, rt->breaker, rt->name);
 		log_info("peer %s: circuit breaker half-open: probing", rt->name);
 		ok = 1;
 	} else {
@@ -627,12 +634,14 @@ static void breaker_result(struct peer_rt *rt, const struct conf_peer *p, int ok
 		if (rt->breaker != BREAKER_CLOSED)
 			log_info("peer %s: circuit breaker closed", rt->name);
 		rt->breaker = BREAKER_CLOSED;
+		metric_set(stats.breaker, rt->breaker, rt->name);
 		rt->failures = 0;
 		rt->cooldown_ms = p->breaker_cooldown;
 	} else if (++rt->failures >= p->breaker_failures || rt->breaker == BREAKER_HALF_OPEN) {
 		if (rt->cooldown_ms <= 0)
 			rt->cooldown_ms = p->breaker_cooldown;
 		rt->breaker = BREAKER_OPEN;
+		metric_set(stats.breaker, rt->breaker, rt->name);
 		rt->open_until = now_us() + (uint64_t)rt->cooldown_ms * 1000;
 		log_warning("peer %s: circuit breaker open for %llds after %d failure%s (%s)%s%s",
 			    rt->name, rt->cooldown_ms / 1000, rt->failures, rt->failures == 1 ? "" : "s",
@@ -741,10 +750,16 @@ static void deliver(struct peer_rt *rt, struct conn *c, struct conn *cb, const c
 		breaker_result(rt, p, 1, NULL);
 		rate_wait(rt, p);
 		snprintf(relay_host, sizeof(relay_host), "%s[%s]:%d", c->host, c->addr, c->port);
+		uint64_t started = now_us();
+
+		metric_observe(stats.queue_delay, (double)(started - m.arrival_us) / 1e6, rt->name);
+		conn_busy(c, 1);
 		if (transaction(c, &m, &res, todo, ntodo) < 0)
 			conn_close(c, 0);
 		else if (p->max_messages_per_connection && c->messages >= (unsigned)p->max_messages_per_connection)
 			conn_close(c, 1);
+		conn_busy(c, 0);
+		metric_observe(stats.transmission, (double)(now_us() - started) / 1e6, rt->name);
 	}
 record:
 	res.now = now_us();
@@ -764,6 +779,9 @@ record:
 		log_outcomes(&res, c->fd >= 0 || c->why[0] == '\0' ? c : NULL, relay_host);
 		for (size_t i = 0; i < res.nout; i++)
 			bounced |= res.out[i].state == RCPT_BOUNCED;
+		for (size_t i = 0; i < res.nout; i++)
+			stats_delivery(rt->name, res.out[i].state, res.out[i].esc);
+		stats_queue(res.was, res.after);
 		if (bounced)
 			bounce(&res, conf, c->host[0] ? c->host : NULL);
 		if (res.removed) {

@@ -28,6 +28,7 @@
 #include "hdr_scan.h"
 #include "log.h"
 #include "session.h"
+#include "stats.h"
 #include "smtp_cmd.h"
 #include "smtp_data.h"
 #include "ternd.h"
@@ -588,6 +589,8 @@ static void content_end(struct session *s)
 	trace_id_hex(&tp, tid);
 	log_info("%s: from=<%s>, size=%llu, nrcpt=%zu, trace=%s (queue active)", s->msg.qid,
 		 s->msg.sender, (unsigned long long)s->msg.size, s->nrcpts, tid);
+	metric_add(stats.received, 1, s->lmtp ? "lmtp" : "smtp");
+	metric_add(stats.rcpts_received, s->nrcpts);
 	if (s->lmtp) {
 		for (size_t i = 0; i < s->nrcpts; i++)
 			reply(s, "250 2.0.0 <%s> Ok: queued as %s", s->rcpts[i].addr, s->msg.qid);

@@ -90,12 +90,9 @@ static struct store *open_store(const struct conf *conf, int readonly)
 /* msg_state - a message's state for listing: hold, deferred or queued */
 static const char *msg_state(const struct q_msg *m, const struct q_rcpt *r, size_t n)
 {
-	if (m->flags & QMSG_HOLD)
-		return "hold";
-	for (size_t i = 0; i < n; i++)
-		if (r[i].state == RCPT_DEFERRED)
-			return "deferred";
-	return "queued";
+	static const char *const names[] = {"queued", "deferred", "hold"};
+
+	return names[queue_state(m, r, n)];
 }
 
 /* trace_hex - a message's trace id */

@@ -1,0 +1,173 @@
+/*
+ * stats - ternd's metrics: registration of every metric and label set at
+ * startup, the queue gauges, and the HTTP endpoint on metrics_listen.
+ *
+ * Peers are the label values of the configuration read at startup; a peer
+ * added by a reload is counted after a restart. tern_queue_messages is
+ * counted once at startup (a scan of the queue, only when metrics_listen
+ * is set) and then moved by every change of a message's state, so a
+ * scrape never reads the queue; tern_queue_oldest_age_seconds is one
+ * LMDB lookup (the oldest queue id) per scrape.
+ */
+#include "config.h"
+
+#include "log.h"
+#include "queue_ops.h"
+#include "stats.h"
+#include "ternd.h"
+
+struct stats stats;
+
+const char *const stats_send_method[] = {"sendfile", "ktls", "copy"};
+
+static const char *const queue_states[] = {"queued", "deferred", "hold"};
+static struct metrics_server *server;
+
+static const double seconds_wan[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+static const double seconds_queue[] = {0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600,
+				       14400, 86400};
+static const double seconds_disk[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+				      0.5, 1, 2.5};
+static const double batch_sizes[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+/* oldest_age - seconds since the oldest queued message's MAIL */
+static double oldest_age(void *arg)
+{
+	uint64_t v, now = now_us(), t;
+
+	(void)arg;
+	if (store_first_qid(ternd.store, &v) < 0 || v == 0)
+		return 0;
+	t = qid_time_us(v);
+	return now > t ? (double)(now - t) / 1e6 : 0;
+}
+
+/* count_one - startup: one message into tern_queue_messages */
+static int count_one(const struct q_msg *m, const struct q_rcpt *rcpts, size_t n, void *arg)
+{
+	(void)arg;
+	metric_gauge_add(stats.queue, 1, queue_states[queue_state(m, rcpts, n)]);
+	return 0;
+}
+
+/* stats_init - register every metric and label set (before the threads) */
+void stats_init(const struct conf *conf)
+{
+	static const char *const status[] = {"sent", "deferred", "bounced", "expired"};
+	static const char *const yes_no[] = {"yes", "no"};
+
+	stats.received = metric_new(METRIC_COUNTER, "tern_messages_received_total",
+				    "Messages accepted (250 sent to the client), by listener.",
+				    "listener", NULL, 0);
+	metric_series(stats.received, "lmtp");
+	metric_series(stats.received, "smtp");
+	stats.rcpts_received = metric_new(METRIC_COUNTER, "tern_recipients_received_total",
+					  "Recipients of the accepted messages.", NULL, NULL, 0);
+	stats.deliveries = metric_new(METRIC_COUNTER, "tern_deliveries_total",
+				      "Delivery attempts per recipient, by peer and outcome.",
+				      "peer,status", NULL, 0);
+	stats.transmission = metric_new(METRIC_HISTOGRAM, "tern_delivery_transmission_seconds",
+					"Time of one SMTP transaction with the peer, MAIL to the final reply.",
+					"peer", seconds_wan, N(seconds_wan));
+	stats.queue_delay = metric_new(METRIC_HISTOGRAM, "tern_queue_delay_seconds",
+				       "Time from arrival to the start of a delivery attempt.",
+				       "peer", seconds_queue, N(seconds_queue));
+	stats.queue = metric_new(METRIC_GAUGE, "tern_queue_messages",
+				 "Messages in the queue, by state.", "state", NULL, 0);
+	for (size_t i = 0; i < N(queue_states); i++)
+		metric_series(stats.queue, queue_states[i]);
+	stats.oldest = metric_new(METRIC_GAUGE, "tern_queue_oldest_age_seconds",
+				  "Age of the oldest message in the queue (0 when empty).", NULL, NULL, 0);
+	metric_gauge_fn(stats.oldest, oldest_age, NULL);
+	stats.conns_opened = metric_new(METRIC_COUNTER, "tern_connections_opened_total",
+					"Connections opened to the peer (greeting, EHLO and TLS done).",
+					"peer", NULL, 0);
+	stats.conns = metric_new(METRIC_GAUGE, "tern_connections",
+				 "Open connections to the peer, idle or busy with a transaction.",
+				 "peer,state", NULL, 0);
+	stats.transactions = metric_new(METRIC_COUNTER, "tern_transactions_total",
+					"Mail transactions, by whether the connection had carried one before.",
+					"peer,reused", NULL, 0);
+	stats.tls_handshakes = metric_new(METRIC_COUNTER, "tern_tls_handshakes_total",
+					  "TLS handshakes with the peer, by result and session resumption.",
+					  "peer,result,resumed", NULL, 0);
+	stats.tls_seconds = metric_new(METRIC_HISTOGRAM, "tern_tls_handshake_seconds",
+				       "Duration of successful TLS handshakes.", "peer", seconds_wan,
+				       N(seconds_wan));
+	stats.breaker = metric_new(METRIC_GAUGE, "tern_breaker_state",
+				   "Circuit breaker of the peer: 0 closed, 1 open, 2 half-open.",
+				   "peer", NULL, 0);
+	stats.bytes = metric_new(METRIC_COUNTER, "tern_bytes_sent_total",
+				 "Message octets sent to the peer, by how they were sent.",
+				 "peer,method", NULL, 0);
+	for (size_t p = 0; p < conf->npeers; p++) {
+		const char *peer = conf->peers[p].name;
+
+		for (size_t i = 0; i < N(status); i++)
+			metric_series(stats.deliveries, peer, status[i]);
+		metric_series(stats.transmission, peer);
+		metric_series(stats.queue_delay, peer);
+		metric_series(stats.conns_opened, peer);
+		metric_series(stats.conns, peer, "idle");
+		metric_series(stats.conns, peer, "busy");
+		for (size_t i = 0; i < N(yes_no); i++) {
+			metric_series(stats.transactions, peer, yes_no[i]);
+			metric_series(stats.tls_handshakes, peer, "ok", yes_no[i]);
+		}
+		metric_series(stats.tls_handshakes, peer, "failed", "no");
+		metric_series(stats.tls_seconds, peer);
+		metric_series(stats.breaker, peer);
+		for (size_t i = 0; i < 3; i++)
+			metric_series(stats.bytes, peer, stats_send_method[i]);
+	}
+	stats.batch = metric_new(METRIC_HISTOGRAM, "tern_commit_batch_messages",
+				 "Jobs (messages accepted, queue changes) per group commit.", NULL,
+				 batch_sizes, N(batch_sizes));
+	stats.commit_seconds = metric_new(METRIC_HISTOGRAM, "tern_commit_seconds",
+					  "Duration of a group commit: spool sync and LMDB transaction.",
+					  NULL, seconds_disk, N(seconds_disk));
+}
+
+/* stats_start - count the queue and serve metrics_listen (after recovery,
+ * as the tern user) */
+void stats_start(const struct conf *conf)
+{
+	char err[512];
+
+	if (conf->ternd.metrics_listen[0] == '\0')
+		return;
+	store_foreach(ternd.store, count_one, NULL);
+	if ((server = metrics_serve(conf->ternd.metrics_listen, err, sizeof(err))) == NULL)
+		log_fatal("%s", err);
+	log_info("metrics on http://%s/metrics", conf->ternd.metrics_listen);
+}
+
+/* stats_stop - stop the endpoint */
+void stats_stop(void)
+{
+	metrics_server_stop(&server);
+}
+
+/* stats_queue - a message went from one queue state to another */
+void stats_queue(int was, int now)
+{
+	if (was == now)
+		return;
+	if (was != QSTATE_GONE)
+		metric_gauge_add(stats.queue, -1, queue_states[was]);
+	if (now != QSTATE_GONE)
+		metric_gauge_add(stats.queue, 1, queue_states[now]);
+}
+
+/* stats_delivery - one recipient's attempt: sent, deferred, bounced, or
+ * expired (bounced by ternd itself, with a 4.X.X status) */
+void stats_delivery(const char *peer, int state, const char *esc)
+{
+	const char *status = state == RCPT_SENT ? "sent" : state == RCPT_DEFERRED ? "deferred"
+		: esc[0] == '4' ? "expired" : "bounced";
+
+	if (state == RCPT_SENT || state == RCPT_DEFERRED || state == RCPT_BOUNCED)
+		metric_add(stats.deliveries, 1, peer, status);
+}

@@ -1,0 +1,29 @@
+/*
+ * stats.h - ternd's Prometheus metrics: the handles the threads update
+ * (one line at each place where something happens) and the endpoint.
+ * The metric names, labels and meanings are listed in ternd(8).
+ */
+#ifndef TERN_STATS_H
+#define TERN_STATS_H
+
+#include "conf.h"
+#include "metrics.h"
+
+struct stats {
+	struct metric *received, *rcpts_received, *deliveries, *transmission, *queue_delay;
+	struct metric *queue, *oldest, *conns_opened, *conns, *transactions;
+	struct metric *tls_handshakes, *tls_seconds, *breaker, *batch, *commit_seconds, *bytes;
+};
+
+extern struct stats stats;
+
+/* conn_send_body's methods, for tern_bytes_sent_total{method} */
+extern const char *const stats_send_method[];
+
+void stats_init(const struct conf *conf);
+void stats_start(const struct conf *conf);
+void stats_stop(void);
+void stats_queue(int was, int now);
+void stats_delivery(const char *peer, int state, const char *esc);
+
+#endif

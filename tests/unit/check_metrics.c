@@ -1,0 +1,232 @@
+/*
+ * check_metrics - the metric registry and its text exposition: exact
+ * output for counters, gauges and histograms (cumulative buckets, _sum,
+ * _count equal to +Inf), label value and HELP escaping, updates with
+ * unregistered label sets dropped, counts exact under concurrent updates,
+ * and the metrics_listen parser.
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
+#include "unit.h"
+
+/* render - the exposition as a string (caller frees) */
+static char *render(void)
+{
+	size_t len;
+	char *text = metrics_render(&len);
+
+	ck_assert_uint_eq(strlen(text), len);
+	return text;
+}
+
+START_TEST(test_counter_gauge)
+{
+	struct metric *c = metric_new(METRIC_COUNTER, "t_sent_total", "Sent.", "peer,status", NULL, 0);
+	struct metric *g = metric_new(METRIC_GAUGE, "t_queue", "Queue.", NULL, NULL, 0);
+	char *text;
+
+	metric_series(c, "a", "sent");
+	metric_series(c, "b", "sent");
+	metric_add(c, 2, "a", "sent");
+	metric_add(c, 3, "b", "sent");
+	metric_add(c, 1, "a", "sent");
+	metric_add(c, 7, "a", "bounced");	/* not registered: dropped */
+	metric_add(c, 7, "z", "sent");
+	metric_gauge_add(g, 5);
+	metric_gauge_add(g, -2);
+	text = render();
+	ck_assert_str_eq(text,
+			 "# HELP t_sent_total Sent.\n"
+			 "# TYPE t_sent_total counter\n"
+			 "t_sent_total{peer=\"a\",status=\"sent\"} 3\n"
+			 "t_sent_total{peer=\"b\",status=\"sent\"} 3\n"
+			 "# HELP t_queue Queue.\n"
+			 "# TYPE t_queue gauge\n"
+			 "t_queue 3\n");
+	free(text);
+	metric_set(g, -4);
+	text = render();
+	ck_assert_ptr_nonnull(strstr(text, "\nt_queue -4\n"));
+	free(text);
+	metrics_reset();
+}
+END_TEST
+
+START_TEST(test_escaping)
+{
+	struct metric *c = metric_new(METRIC_COUNTER, "t_total", "Back\\slash and\nnewline \"quoted\".",
+				      "peer", NULL, 0);
+	char *text;
+
+	metric_series(c, "a\"b\\c\nd");
+	metric_add(c, 1, "a\"b\\c\nd");
+	text = render();
+	ck_assert_str_eq(text,
+			 "# HELP t_total Back\\\\slash and\\nnewline \"quoted\".\n"
+			 "# TYPE t_total counter\n"
+			 "t_total{peer=\"a\\\"b\\\\c\\nd\"} 1\n");
+	free(text);
+	metrics_reset();
+}
+END_TEST
+
+START_TEST(test_histogram)
+{
+	static const double b[] = {0.1, 1, 10};
+	struct metric *h = metric_new(METRIC_HISTOGRAM, "t_seconds", "Time.", "peer", b, 3);
+	struct metric *u = metric_new(METRIC_HISTOGRAM, "t_batch", "Batch.", NULL, b, 3);
+	char *text;
+
+	metric_series(h, "a");
+	metric_observe(h, 0.05, "a");
+	metric_observe(h, 0.1, "a");		/* le is inclusive */
+	metric_observe(h, 0.5, "a");
+	metric_observe(h, 100, "a");		/* +Inf only */
+	metric_observe(h, 1, "nope");		/* not registered */
+	metric_observe(u, 2);
+	text = render();
+	ck_assert_str_eq(text,
+			 "# HELP t_seconds Time.\n"
+			 "# TYPE t_seconds histogram\n"
+			 "t_seconds_bucket{peer=\"a\",le=\"0.1\"} 2\n"
+			 "t_seconds_bucket{peer=\"a\",le=\"1\"} 3\n"
+			 "t_seconds_bucket{peer=\"a\",le=\"10\"} 3\n"
+			 "t_seconds_bucket{peer=\"a\",le=\"+Inf\"} 4\n"
+			 "t_seconds_sum{peer=\"a\"} 100.65\n"
+			 "t_seconds_count{peer=\"a\"} 4\n"
+			 "# HELP t_batch Batch.\n"
+			 "# TYPE t_batch histogram\n"
+			 "t_batch_bucket{le=\"0.1\"} 0\n"
+			 "t_batch_bucket{le=\"1\"} 0\n"
+			 "t_batch_bucket{le=\"10\"} 1\n"
+			 "t_batch_bucket{le=\"+Inf\"} 1\n"
+			 "t_batch_sum 2\n"
+			 "t_batch_count 1\n");
+	free(text);
+	metrics_reset();
+}
+END_TEST
+
+static double forty_two(void *arg)
+{
+	return *(double *)arg;
+}
+
+START_TEST(test_gauge_fn)
+{
+	struct metric *g = metric_new(METRIC_GAUGE, "t_age_seconds", "Age.", NULL, NULL, 0);
+	double v = 42.5;
+	char *text;
+
+	metric_gauge_fn(g, forty_two, &v);
+	text = render();
+	ck_assert_ptr_nonnull(strstr(text, "\nt_age_seconds 42.5\n"));
+	free(text);
+	metrics_reset();
+}
+END_TEST
+
+#define THREADS 4
+#define ROUNDS 100000
+
+static struct metric *shared_c, *shared_h;
+
+static void *hammer(void *arg)
+{
+	for (int i = 0; i < ROUNDS; i++) {
+		metric_add(shared_c, 1, "p");
+		metric_observe(shared_h, 0.5, "p");
+	}
+	return arg;
+}
+
+START_TEST(test_concurrent)
+{
+	static const double b[] = {1};
+	pthread_t t[THREADS];
+	char *text;
+
+	shared_c = metric_new(METRIC_COUNTER, "t_total", "C.", "peer", NULL, 0);
+	shared_h = metric_new(METRIC_HISTOGRAM, "t_seconds", "H.", "peer", b, 1);
+	metric_series(shared_c, "p");
+	metric_series(shared_h, "p");
+	for (int i = 0; i < THREADS; i++)
+		ck_assert_int_eq(pthread_create(&t[i], NULL, hammer, NULL), 0);
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(t[i], NULL);
+	text = render();
+	ck_assert_ptr_nonnull(strstr(text, "\nt_total{peer=\"p\"} 400000\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\nt_seconds_sum{peer=\"p\"} 200000\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\nt_seconds_count{peer=\"p\"} 400000\n"));
+	free(text);
+	metrics_reset();
+}
+END_TEST
+
+static const struct {
+	const char *spec, *host;
+	int port;
+} listen_ok[] = {
+	{"127.0.0.1:9465", "127.0.0.1", 9465},
+	{"[::1]:9465", "::1", 9465},
+	{"0.0.0.0:1", "0.0.0.0", 1},
+	{"localhost:65535", "localhost", 65535},
+};
+
+static const char *const listen_bad[] = {
+	"", "9465", ":9465", "127.0.0.1:", "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:94x",
+	"127.0.0.1:-1", "::1:9465", "[::1]9465", "[::1]", "[]:9465", "127.0.0.1: 9465",
+	"[[]:1", "[127.0.0.1]:9465", "a]:1",
+};
+
+START_TEST(test_listen_ok)
+{
+	char host[64];
+	int port = 0;
+
+	ck_assert_int_eq(metrics_listen_parse(listen_ok[_i].spec, host, sizeof(host), &port), 0);
+	ck_assert_str_eq(host, listen_ok[_i].host);
+	ck_assert_int_eq(port, listen_ok[_i].port);
+}
+END_TEST
+
+START_TEST(test_listen_bad)
+{
+	char host[64];
+	int port = 0;
+
+	ck_assert_int_eq(metrics_listen_parse(listen_bad[_i], host, sizeof(host), &port), -1);
+}
+END_TEST
+
+START_TEST(test_listen_long_host)
+{
+	char host[8];
+	int port = 0;
+
+	ck_assert_int_eq(metrics_listen_parse("127.0.0.1:9465", host, sizeof(host), &port), -1);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("metrics");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, test_counter_gauge);
+	tcase_add_test(tc, test_escaping);
+	tcase_add_test(tc, test_histogram);
+	tcase_add_test(tc, test_gauge_fn);
+	tcase_add_test(tc, test_concurrent);
+	tcase_add_loop_test(tc, test_listen_ok, 0, N_ELEMENTS(listen_ok));
+	tcase_add_loop_test(tc, test_listen_bad, 0, N_ELEMENTS(listen_bad));
+	tcase_add_test(tc, test_listen_long_host);
+	tcase_set_timeout(tc, 120);
+	suite_add_tcase(s, tc);
+	return unit_run(s);
+}
