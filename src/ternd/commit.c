@@ -1,6 +1,6 @@
 /*
- * commit - the committer thread: the only writer of the queue database and
- * the only appender to spool segments.
+ * commit - the committer: the only writer of the queue database and the
+ * only appender to spool segments.
  *
  * Group commit: it takes every job queued while it was busy, appends all
  * their small bodies to the current segment in one write, makes that data
@@ -11,6 +11,15 @@
  * failure fails the whole batch (451 4.3.0) and leaves nothing visible:
  * bytes appended beyond a segment's committed length are garbage that
  * recovery truncates.
+ *
+ * Two threads make a pipeline of two stages: the appender writes and
+ * flushes batch N+1's bodies while the writer commits batch N to LMDB, so
+ * a batch costs the longer of the two flushes, not their sum. Each
+ * message's body is still durable before its records. The appender starts
+ * a new segment only when the writer is idle: then no segment but the
+ * current one has appends that are not committed yet, and a queue change
+ * that empties an older segment may remove it (queue_ops never removes
+ * the current one).
  */
 #include "config.h"
 
@@ -29,7 +38,7 @@
 static uint64_t ternd_last_qid;		/* the highest queue id recorded */
 static time_t last_reader_check;
 
-static pthread_t commit_thread;
+static pthread_t appender_thread, writer_thread;
 
 /* now_us - wall clock in microseconds */
 uint64_t now_us(void)
@@ -62,11 +71,24 @@ int commit_submit(struct job *job)
 
 /* A batch as the LMDB write function sees it. */
 struct batch {
-	struct job **jobs;
+	struct job *jobs[COMMIT_BATCH_LIMIT];
 	size_t n;
 	uint32_t appended;		/* bodies appended to the current segment */
 	uint64_t seg_id, seg_length;	/* that segment, and its length after */
+	int closes_seg;			/* it filled the segment: no more appends there */
+	int in_flight;			/* handed to the writer, not finished */
+	uint64_t started;		/* when the appender took it */
 };
+
+/* The hand-off between the stages: one batch waiting, one being written. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct batch *waiting;		/* appended and flushed, not yet taken */
+	int in_flight;			/* batches handed over and not finished */
+	int closed;			/* the appender has stopped */
+} stage = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+static struct batch batches[2];
 
 /* batch_write - every record of the batch, in one transaction */
 static int batch_write(struct store_txn *txn, void *arg)
@@ -102,6 +124,7 @@ static int batch_write(struct store_txn *txn, void *arg)
 		seg.id = b->seg_id;
 		seg.live += b->appended;
 		seg.length = b->seg_length;
+		seg.closed = b->closes_seg;
 		if ((rc = store_put_seg(txn, &seg)) != 0)
 			return rc;
 	}
@@ -231,38 +254,70 @@ static int segment_rotate(char *err, size_t errlen)
 	return store_write(ternd.store, put_next_seg, &seg, err, errlen);
 }
 
-/* close_segment - mark the current segment closed (no more appends) */
-static int close_seg(struct store_txn *txn, void *arg)
-{
-	struct store_seg *seg = arg;
+/* stage_wait - under stage.lock, wait until PRED holds */
+#define stage_wait(pred) \
+	do { \
+		while (!(pred)) \
+			pthread_cond_wait(&stage.cond, &stage.lock); \
+	} while (0)
 
-	if (store_txn_get_seg(txn, seg->id, seg) != 0)
-		return 0;
-	seg->closed = 1;
-	return store_put_seg(txn, seg);
+/* observe - the batch's metrics: its size and the time from take to answer */
+static void observe(const struct batch *b)
+{
+	metric_observe(stats.commit_seconds, (double)(now_us() - b->started) / 1e6);
+	metric_observe(stats.batch, (double)b->n);
 }
 
-/* commit_main - the committer loop */
-static void *commit_main(void *arg)
+/* hand_over - give an appended batch to the writer */
+static void hand_over(struct batch *b)
 {
-	size_t max = (size_t)ternd_conf()->ternd.commit_batch_max;
-	struct job *jobs[COMMIT_BATCH_LIMIT];
+	pthread_mutex_lock(&stage.lock);
+	stage_wait(stage.waiting == NULL);
+	b->in_flight = 1;
+	stage.in_flight++;
+	stage.waiting = b;
+	pthread_cond_broadcast(&stage.cond);
+	pthread_mutex_unlock(&stage.lock);
+}
+
+/* rotate_when_idle - start a new segment once the writer has committed
+ * everything appended so far */
+static void rotate_when_idle(void)
+{
 	char err[256];
 
-	if (max > sizeof(jobs) / sizeof(jobs[0]))
-		max = sizeof(jobs) / sizeof(jobs[0]);
+	pthread_mutex_lock(&stage.lock);
+	stage_wait(stage.in_flight == 0);
+	pthread_mutex_unlock(&stage.lock);
+	if (segment_rotate(err, sizeof(err)) < 0)
+		log_error("cannot start a new spool segment: %s", err);
+}
+
+/* appender_main - stage one: bodies appended and flushed, batch by batch */
+static void *appender_main(void *arg)
+{
+	size_t max = (size_t)ternd_conf()->ternd.commit_batch_max;
+	char err[256];
+
+	if (max > COMMIT_BATCH_LIMIT)
+		max = COMMIT_BATCH_LIMIT;
 	if (max < 1)
 		max = 1;
-	for (;;) {
-		struct batch b = {jobs, 0, 0, 0, 0};
+	for (unsigned k = 0;; k ^= 1) {
+		struct batch *b = &batches[k];
 		int own = 0, failed = 0;
-		uint64_t started;
 
-		b.n = take_batch(jobs, max);
-		if (b.n == 0)
+		pthread_mutex_lock(&stage.lock);
+		stage_wait(!b->in_flight);
+		pthread_mutex_unlock(&stage.lock);
+		b->n = take_batch(b->jobs, max);
+		if (b->n == 0)
 			break;	/* stopping and drained */
-		started = now_us();
-		if (append_bodies(&b, &own) < 0) {
+		b->started = now_us();
+		b->appended = 0;
+		b->seg_id = b->seg_length = 0;
+		b->closes_seg = 0;
+		if (append_bodies(b, &own) < 0) {
 			failed = 1;
 			snprintf(err, sizeof(err), "spool write: %s", strerror(errno));
 		}
@@ -274,32 +329,60 @@ static void *commit_main(void *arg)
 			failed = 1;
 			snprintf(err, sizeof(err), "spool directory fsync: %s", strerror(errno));
 		}
-		if (!failed) {
-			int rc = store_write(ternd.store, batch_write, &b, err, sizeof(err));
-
-			if (rc == STORE_PANIC) {
-				finish(jobs, b.n, -1, err);
-				log_fatal("%s: stopping, so that a restart can recover the queue", err);
-			}
-			failed = rc < 0;
-		}
 		if (failed) {
-			log_error("commit of %zu job%s failed: %s", b.n, b.n == 1 ? "" : "s", err);
+			log_error("commit of %zu job%s failed: %s", b->n, b->n == 1 ? "" : "s", err);
+			observe(b);
+			finish(b->jobs, b->n, -1, err);
 			/* Never append to a segment whose state after an error is unknown. */
 			spool_abandon_segment(ternd.spool);
-			if (segment_rotate(err, sizeof(err)) < 0)
-				log_error("cannot start a new spool segment: %s", err);
+			rotate_when_idle();
+			continue;
 		}
-		metric_observe(stats.commit_seconds, (double)(now_us() - started) / 1e6);
-		metric_observe(stats.batch, (double)b.n);
-		finish(jobs, b.n, failed ? -1 : 0, err);
-		if (!failed && spool_segment_full(ternd.spool)) {
-			struct store_seg seg = {.id = spool_segment_id(ternd.spool)};
+		b->closes_seg = b->appended && spool_segment_full(ternd.spool);
+		hand_over(b);
+		if (b->closes_seg)
+			rotate_when_idle();
+	}
+	pthread_mutex_lock(&stage.lock);
+	stage.closed = 1;
+	pthread_cond_broadcast(&stage.cond);
+	pthread_mutex_unlock(&stage.lock);
+	return arg;
+}
 
-			store_write(ternd.store, close_seg, &seg, err, sizeof(err));
-			if (segment_rotate(err, sizeof(err)) < 0)
-				log_error("cannot start a new spool segment: %s", err);
+/* writer_main - stage two: each batch's records in one LMDB transaction */
+static void *writer_main(void *arg)
+{
+	char err[256];
+
+	for (;;) {
+		struct batch *b;
+		int rc;
+
+		pthread_mutex_lock(&stage.lock);
+		stage_wait(stage.waiting != NULL || stage.closed);
+		b = stage.waiting;
+		stage.waiting = NULL;
+		pthread_cond_broadcast(&stage.cond);
+		pthread_mutex_unlock(&stage.lock);
+		if (b == NULL)
+			break;	/* the appender stopped and nothing waits */
+		rc = store_write(ternd.store, batch_write, b, err, sizeof(err));
+		if (rc == STORE_PANIC) {
+			finish(b->jobs, b->n, -1, err);
+			log_fatal("%s: stopping, so that a restart can recover the queue", err);
 		}
+		if (rc < 0)
+			log_error("commit of %zu job%s failed: %s", b->n, b->n == 1 ? "" : "s", err);
+		/* The bodies stay in the segment as unreferenced bytes: it is
+		 * still sound to append to. */
+		observe(b);
+		finish(b->jobs, b->n, rc < 0 ? -1 : 0, err);
+		pthread_mutex_lock(&stage.lock);
+		b->in_flight = 0;
+		stage.in_flight--;
+		pthread_cond_broadcast(&stage.cond);
+		pthread_mutex_unlock(&stage.lock);
 	}
 	return arg;
 }
@@ -316,8 +399,9 @@ void commit_start(void)
 		log_fatal("cannot read the queue counters");
 	if (segment_rotate(err, sizeof(err)) < 0)
 		log_fatal("cannot start a spool segment: %s", err);
-	if (pthread_create(&commit_thread, NULL, commit_main, NULL) != 0)
-		log_fatal("cannot start the committer thread");
+	if (pthread_create(&writer_thread, NULL, writer_main, NULL) != 0
+	    || pthread_create(&appender_thread, NULL, appender_main, NULL) != 0)
+		log_fatal("cannot start the committer threads");
 }
 
 /* drop_dead_seg - forget the current segment if no message lives in it;
@@ -347,7 +431,8 @@ void commit_stop(void)
 	ternd.stopping = 1;
 	pthread_cond_broadcast(&ternd.work);
 	pthread_mutex_unlock(&ternd.lock);
-	pthread_join(commit_thread, NULL);
+	pthread_join(appender_thread, NULL);
+	pthread_join(writer_thread, NULL);
 	seg.id = spool_segment_id(ternd.spool);
 	if (store_write(ternd.store, drop_dead_seg, &seg, err, sizeof(err)) == 0 && seg.id != 0)
 		spool_seg_remove(ternd.spool, seg.id);
