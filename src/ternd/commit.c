@@ -15,17 +15,22 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "log.h"
+#include "xalloc.h"
 #include "relay.h"
 #include "ternd.h"
 
 #define COMMIT_BATCH_LIMIT 1024
+#define HIST_RCPTS_MAX 60000		/* recipients listed in an acceptance record */
+#define PRUNE_MAX 1000			/* history records dropped per pass */
 
 static uint64_t ternd_last_qid;		/* the highest queue id recorded */
 static time_t last_reader_check;
+static time_t last_prune;
 
 static pthread_t commit_thread;
 
@@ -66,6 +71,42 @@ struct batch {
 	uint64_t seg_id, seg_length;	/* that segment, and its length after */
 };
 
+/* hist_accept - the history record of an acceptance */
+static int hist_accept(struct store_txn *txn, const struct job *j)
+{
+	struct hist_rec h = {0};
+	size_t len = 0, cap = 1;
+	int rc;
+
+	for (size_t r = 0; r < j->nrcpts; r++)
+		cap += strlen(j->rcpts[r].addr) + 1;
+	h.rcpt = xmalloc(cap);
+	for (size_t r = 0; r < j->nrcpts; r++) {
+		size_t n = strlen(j->rcpts[r].addr);
+
+		if (len + n + 1 > HIST_RCPTS_MAX)
+			break;	/* the index gets what a record holds */
+		if (len)
+			h.rcpt[len++] = '\n';
+		memcpy(h.rcpt + len, j->rcpts[r].addr, n);
+		len += n;
+	}
+	h.rcpt[len] = '\0';
+	h.kind = HIST_ACCEPT;
+	h.time_us = now_us();
+	h.size = j->msg->size;
+	h.nrcpt = (uint32_t)j->nrcpts;
+	memcpy(h.trace_id, j->msg->trace_id, sizeof(h.trace_id));
+	memcpy(h.span_id, j->msg->span_id, sizeof(h.span_id));
+	memcpy(h.qid, j->msg->qid, sizeof(h.qid));
+	h.sender = j->msg->sender;
+	h.msgid = (char *)(j->msgid ? j->msgid : "");
+	h.client = j->msg->client;
+	rc = store_hist_put(txn, &h);
+	free(h.rcpt);
+	return rc;
+}
+
 /* batch_write - every record of the batch, in one transaction */
 static int batch_write(struct store_txn *txn, void *arg)
 {
@@ -86,6 +127,8 @@ static int batch_write(struct store_txn *txn, void *arg)
 		for (size_t r = 0; r < j->nrcpts; r++)
 			if ((rc = store_put_rcpt(txn, j->msg->qid, &j->rcpts[r], 0)) != 0)
 				return rc;
+		if ((rc = hist_accept(txn, j)) != 0)
+			return rc;
 		/* Queue ids come from MAIL time, commits in any order: keep the highest. */
 		if (qid_parse(j->msg->qid, &v) == 0 && v > last_qid)
 			last_qid = v;
@@ -238,6 +281,15 @@ static int close_seg(struct store_txn *txn, void *arg)
 	return store_put_seg(txn, seg);
 }
 
+/* prune - drop history older than history_retention, a bounded amount */
+static int prune(struct store_txn *txn, void *arg)
+{
+	size_t *n = arg;
+	uint64_t keep = (uint64_t)ternd_conf()->ternd.history_retention * 1000, now = now_us();
+
+	return store_hist_prune(txn, now > keep ? now - keep : 0, PRUNE_MAX, n);
+}
+
 /* commit_main - the committer loop */
 static void *commit_main(void *arg)
 {
@@ -285,6 +337,13 @@ static void *commit_main(void *arg)
 				log_error("cannot start a new spool segment: %s", err);
 		}
 		finish(jobs, b.n, failed ? -1 : 0, err);
+		if (!failed && time(NULL) != last_prune) {
+			size_t pruned = 0;
+
+			last_prune = time(NULL);	/* at most once a second */
+			if (store_write(ternd.store, prune, &pruned, err, sizeof(err)) < 0)
+				log_warning("history pruning failed: %s", err);
+		}
 		if (!failed && spool_segment_full(ternd.spool)) {
 			struct store_seg seg = {.id = spool_segment_id(ternd.spool)};
 

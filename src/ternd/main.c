@@ -184,6 +184,8 @@ int main(int argc, char **argv)
 	ternd.conf = cli_load_conf(&cli);
 	g = &ternd.conf->global;
 	log_open(g->syslog_name, 1, cli.verbose);
+	if (g->log_file[0] && log_file_open(g->log_file, err, sizeof(err)) < 0)
+		log_fatal("%s", err);
 	ternd.hostname = conf_hostname(ternd.conf);
 	if (ternd.conf->nroutes == 0)
 		log_warning("no [routes]: every recipient will be refused with 550 5.4.4");

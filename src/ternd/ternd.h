@@ -27,6 +27,7 @@ struct job {
 	size_t nrcpts;
 	struct iovec body[2];		/* Received: header, then content */
 	int nbody;
+	const char *msgid;		/* its Message-ID, or "", for the history */
 	/* JOB_WRITE: a queue change (ternq) */
 	store_write_fn write;
 	void *arg;
