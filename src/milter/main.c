@@ -294,6 +294,7 @@ int main(int argc, char **argv)
 	if (pthread_create(&tid, NULL, signal_thread, &usr1) != 0)
 		log_fatal("cannot start the signal thread");
 	pthread_detach(tid);
+	journal_start(conf);	/* its thread, too, has the stop signals blocked */
 
 	log_info("starting on %s (trace %s)", m->listen, m->trace ? "on" : "off");
 	rc = smfi_main();
@@ -301,6 +302,7 @@ int main(int argc, char **argv)
 	stop_timeout = milter_current->conf->milter.stop_timeout;
 	pthread_mutex_unlock(&milter_lock);
 	left = wait_for_sessions(stop_timeout);
+	journal_stop();		/* late callbacks find it stopped and skip it */
 	if (left > 0) {
 		log_warning("stopping with %d session%s still open", left, left == 1 ? "" : "s");
 	} else {

@@ -23,4 +23,9 @@ void milter_session_count(int delta);
 
 extern struct smfiDesc milter_desc;
 
+struct journal_rec;
+void journal_start(const struct conf *conf);
+void journal_stop(void);
+void journal_add(const struct journal_rec *r);
+
 #endif

@@ -3,7 +3,9 @@
  * round trips, every truncation refused, bad kinds and states refused;
  * the history tables: lookups by queue id, trace id, Message-ID and
  * recipient (case-blind) find exactly their messages' records in time
- * order; pruning is bounded and takes the index entries with it.
+ * order; pruning is bounded and takes the index entries with it. The
+ * milter journal: lookups by trace id and MTA queue id, untraced
+ * messages not indexed under a zero trace id, pruning by age.
  */
 #include "config.h"
 
@@ -13,6 +15,7 @@
 
 #include "store.h"
 #include "store_codec.h"
+#include "store_journal.h"
 #include "tmpdir.h"
 #include "unit.h"
 
@@ -256,6 +259,56 @@ START_TEST(test_hist_store)
 }
 END_TEST
 
+/* jcollect - the verdicts found, space-separated */
+static int jcollect(const struct journal_rec *r, void *arg)
+{
+	char *out = arg;
+
+	snprintf(out + strlen(out), 256 - strlen(out), "%s%s:%s", out[0] ? " " : "", r->mta_qid,
+		 r->verdict);
+	return 0;
+}
+
+START_TEST(test_journal_store)
+{
+	struct journal_rec r[3] = {
+		{T0, {0}, {0}, {0}, 1, "PQ1", "[192.0.2.1]", "a@x", "accept"},
+		{T0 + 10, {0}, {0}, {0}, 2, "PQ2", "[192.0.2.2]", "b@x", "reject"},
+		{T0 + 20, {0}, {0}, {0}, 1, "", "[192.0.2.3]", "c@x", "tag"},
+	};
+	unsigned char t1[16], zero[16] = {0};
+	char jdir[4300], err[256], out[256];
+	struct journal_db *db;
+
+	memset(t1, 0x77, sizeof(t1));
+	memcpy(r[0].trace_id, t1, 16);
+	memcpy(r[2].trace_id, t1, 16);		/* r[1]: trace = no */
+	snprintf(jdir, sizeof(jdir), "%s/journal", dir);
+	db = journal_db_open(jdir, 0, err, sizeof(err));
+	ck_assert_msg(db != NULL, "%s", err);
+	ck_assert_int_eq(journal_db_append(db, r, 3, 0, err, sizeof(err)), 0);
+	out[0] = '\0';
+	ck_assert_int_eq(journal_db_find(db, 't', t1, 16, jcollect, out), 2);
+	ck_assert_str_eq(out, "PQ1:accept :tag");
+	out[0] = '\0';
+	ck_assert_int_eq(journal_db_find(db, 'q', "PQ2", 3, jcollect, out), 1);
+	ck_assert_str_eq(out, "PQ2:reject");
+	ck_assert_int_eq(journal_db_find(db, 't', zero, 16, jcollect, out), 0);
+	/* a batch may prune: records before T0 + 15 go, with their index */
+	ck_assert_int_eq(journal_db_append(db, NULL, 0, T0 + 15, err, sizeof(err)), 0);
+	out[0] = '\0';
+	ck_assert_int_eq(journal_db_find(db, 't', t1, 16, jcollect, out), 1);
+	ck_assert_str_eq(out, ":tag");
+	ck_assert_int_eq(journal_db_find(db, 'q', "PQ2", 3, jcollect, out), 0);
+	journal_db_close(&db);
+	ck_assert_ptr_null(db);
+	db = journal_db_open(jdir, 1, err, sizeof(err));	/* as ternq reads it */
+	ck_assert_msg(db != NULL, "%s", err);
+	ck_assert_int_eq(journal_db_find(db, 't', t1, 16, jcollect, out), 1);
+	journal_db_close(&db);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("history");
@@ -266,6 +319,7 @@ int main(void)
 	suite_add_tcase(s, tc);
 	tcase_add_checked_fixture(ts, setup, teardown);
 	tcase_add_test(ts, test_hist_store);
+	tcase_add_test(ts, test_journal_store);
 	tcase_set_timeout(ts, 60);
 	suite_add_tcase(s, ts);
 	return unit_run(s);
