@@ -141,6 +141,7 @@ static int drain(void)
 			    left, left == 1 ? "" : "s");
 	pthread_mutex_unlock(&ternd.lock);
 	relay_stop();
+	otlp_stop();	/* after the last attempt */
 	commit_stop();
 	return left;
 }
@@ -205,6 +206,7 @@ int main(int argc, char **argv)
 	lock_pid_file();
 	listen_setup();
 	control_setup();
+	otlp_open(ternd.conf);
 	if (!cli.foreground) {
 		if (privs_daemonize(err, sizeof(err)) < 0)
 			log_fatal("%s", err);
@@ -246,6 +248,7 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	commit_start();
+	otlp_start();
 	relay_start();
 	control_start();
 	listen_start();

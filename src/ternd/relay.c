@@ -32,6 +32,7 @@
 #include "conn.h"
 #include "dsn.h"
 #include "log.h"
+#include "otlp.h"
 #include "pflog.h"
 #include "queue_ops.h"
 #include "relay.h"
@@ -443,6 +444,59 @@ static void log_outcomes(const struct result *res)
 	}
 }
 
+/* emit_spans - the attempt as one line of otlp_spans_file: a span per
+ * recipient, under the message's trace; formatted here, written by the
+ * span writer thread */
+static void emit_spans(const struct result *res)
+{
+	struct otlp_span *sp = xcalloc(res->nout ? res->nout : 1, sizeof(*sp));
+	struct otlp_attempt a = {0};
+	size_t cap = 4096;
+	char *line;
+
+	for (size_t i = 0; i < res->nout; i++) {
+		const struct outcome *o = &res->out[i];
+		struct otlp_span *s = &sp[a.nspans];
+
+		if (o->state == RCPT_WAIT)
+			continue;
+		for (size_t k = 0; k < res->nrcpts; k++)
+			if (res->rcpts[k].idx == o->idx)
+				s->rcpt = res->rcpts[k].addr;
+		randombytes_buf(s->span_id, sizeof(s->span_id));
+		s->status = hist_state_name(o->expired ? HIST_EXPIRED : o->state);
+		s->dsn = o->esc;
+		s->reply = o->reply;
+		s->peer_qid = o->state == RCPT_SENT ? res->peer_qid : "";
+		s->ok = o->state == RCPT_SENT;
+		cap += strlen(o->reply) * 12 + (s->rcpt ? strlen(s->rcpt) * 6 : 0) + 1024;
+		a.nspans++;
+	}
+	if (a.nspans) {
+		a.service = "ternd";
+		a.host = ternd.hostname;
+		a.qid = res->qid;
+		a.peer = "";
+		for (size_t k = 0; k < res->nrcpts; k++)
+			if (res->rcpts[k].idx == res->out[0].idx)
+				a.peer = res->rcpts[k].peer;
+		a.relay = res->relay;
+		a.tls = res->tls == HIST_TLS_RESUMED ? "resumed" : res->tls == HIST_TLS_FULL ? "full" : "none";
+		a.conn_use = res->conn_use;
+		a.start_us = res->start;
+		a.end_us = res->now;
+		memcpy(a.trace_id, res->msg.trace_id, sizeof(a.trace_id));
+		memcpy(a.parent_id, res->msg.span_id, sizeof(a.parent_id));
+		a.spans = sp;
+		line = xmalloc(cap);
+		if (otlp_line(&a, line, cap) > 0)
+			otlp_add(line);	/* the writer frees it */
+		else
+			free(line);
+	}
+	free(sp);
+}
+
 /* set_outcome - one recipient's outcome from a reply (or a failure text) */
 static void set_outcome(struct outcome *o, uint32_t idx, int code, const char *esc, const char *text)
 {
@@ -818,6 +872,8 @@ record:
 		int bounced = 0;
 
 		log_outcomes(&res);
+		if (otlp_enabled())
+			emit_spans(&res);
 		for (size_t i = 0; i < res.nout; i++)
 			bounced |= res.out[i].state == RCPT_BOUNCED;
 		if (bounced)
