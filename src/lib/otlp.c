@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include "otlp.h"
 
 struct out {
@@ -82,15 +84,11 @@ static void str(struct out *o, const char *s)
 /* hex - append octets as a JSON string of hex digits */
 static void hex(struct out *o, const unsigned char *p, size_t n)
 {
-	static const char digits[] = "0123456789abcdef";
-	char h[3] = "";
+	char h[2 * 16 + 1];
 
+	sodium_bin2hex(h, sizeof(h), p, n);	/* n <= 16: trace and span ids */
 	lit(o, "\"");
-	for (size_t i = 0; i < n; i++) {
-		h[0] = digits[p[i] >> 4];
-		h[1] = digits[p[i] & 15];
-		lit(o, h);
-	}
+	lit(o, h);
 	lit(o, "\"");
 }
 

@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 
 #include <lmdb.h>
+#include <sodium.h>
 
 #include "store.h"
 #include "store_codec.h"
@@ -717,17 +718,12 @@ static int hidx_op(struct store_txn *t, int add, char kind, const char *value,
 static int hist_index(struct store_txn *t, int add, const struct hist_rec *h,
 		      const unsigned char hkey[HIST_KEY_LEN])
 {
-	static const char hex[] = "0123456789abcdef";
-	char tid[33];
+	char tid[2 * sizeof(h->trace_id) + 1];
 	int rc;
 
 	if ((rc = hidx_op(t, add, 'q', h->qid, hkey, HIST_KEY_LEN)) != 0 || h->kind != HIST_ACCEPT)
 		return rc;
-	for (size_t i = 0; i < 16; i++) {
-		tid[2 * i] = hex[h->trace_id[i] >> 4];
-		tid[2 * i + 1] = hex[h->trace_id[i] & 15];
-	}
-	tid[32] = '\0';
+	sodium_bin2hex(tid, sizeof(tid), h->trace_id, sizeof(h->trace_id));
 	if ((rc = hidx_op(t, add, 't', tid, h->qid, QID_LEN)) != 0
 	    || (rc = hidx_op(t, add, 'm', h->msgid, h->qid, QID_LEN)) != 0)
 		return rc;
@@ -746,8 +742,10 @@ static int hist_index(struct store_txn *t, int add, const struct hist_rec *h,
 /* store_hist_put - record an acceptance or an attempt, with its index entries */
 int store_hist_put(struct store_txn *t, const struct hist_rec *h)
 {
-	unsigned char key[HIST_KEY_LEN], *buf = xmalloc(HIST_RECORD_MAX);
-	size_t n = hist_rec_encode(h, buf, HIST_RECORD_MAX);
+	/* LMDB runs one write transaction at a time: one buffer serves them */
+	static unsigned char buf[HIST_RECORD_MAX];
+	unsigned char key[HIST_KEY_LEN];
+	size_t n = hist_rec_encode(h, buf, sizeof(buf));
 	int rc = EINVAL;
 
 	if (n) {
@@ -758,7 +756,6 @@ int store_hist_put(struct store_txn *t, const struct hist_rec *h)
 		if ((rc = put(t, t->st->hist, key, sizeof(key), buf, n)) == 0)
 			rc = hist_index(t, 1, h, key);
 	}
-	free(buf);
 	return rc;
 }
 

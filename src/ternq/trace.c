@@ -9,11 +9,12 @@
  */
 #include "config.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <sodium.h>
 
 #include "qid.h"
 #include "store_journal.h"
@@ -61,9 +62,6 @@ static int hist_seen(const struct found *f, const struct hist_rec *h)
 	return 0;
 }
 
-/* dup - a copy of a string */
-#define DUP(s) xstrdup(s)
-
 /* take_hist - store_hist_find callback: keep a copy */
 static int take_hist(const struct hist_rec *h, void *arg)
 {
@@ -77,9 +75,15 @@ static int take_hist(const struct hist_rec *h, void *arg)
 	memset(e, 0, sizeof(*e));
 	e->time_us = h->time_us;
 	e->h = *h;
-	e->h.sender = DUP(h->sender), e->h.msgid = DUP(h->msgid), e->h.client = DUP(h->client);
-	e->h.rcpt = DUP(h->rcpt), e->h.peer = DUP(h->peer), e->h.relay = DUP(h->relay);
-	e->h.dsn = DUP(h->dsn), e->h.reply = DUP(h->reply), e->h.peer_qid = DUP(h->peer_qid);
+	e->h.sender = xstrdup(h->sender);
+	e->h.msgid = xstrdup(h->msgid);
+	e->h.client = xstrdup(h->client);
+	e->h.rcpt = xstrdup(h->rcpt);
+	e->h.peer = xstrdup(h->peer);
+	e->h.relay = xstrdup(h->relay);
+	e->h.dsn = xstrdup(h->dsn);
+	e->h.reply = xstrdup(h->reply);
+	e->h.peer_qid = xstrdup(h->peer_qid);
 	add_trace(f, h->trace_id);
 	return 0;
 }
@@ -100,8 +104,10 @@ static int take_journal(const struct journal_rec *j, void *arg)
 	e->time_us = j->time_us;
 	e->milter = 1;
 	e->j = *j;
-	e->j.mta_qid = DUP(j->mta_qid), e->j.client = DUP(j->client);
-	e->j.sender = DUP(j->sender), e->j.verdict = DUP(j->verdict);
+	e->j.mta_qid = xstrdup(j->mta_qid);
+	e->j.client = xstrdup(j->client);
+	e->j.sender = xstrdup(j->sender);
+	e->j.verdict = xstrdup(j->verdict);
 	add_trace(f, j->trace_id);
 	return 0;
 }
@@ -129,30 +135,17 @@ static int by_time(const void *a, const void *b)
 /* hex - octets as lower-case hex */
 static void hex(const unsigned char *p, size_t n, char *out)
 {
-	static const char digits[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = digits[p[i] >> 4];
-		out[2 * i + 1] = digits[p[i] & 15];
-	}
-	out[2 * n] = '\0';
+	sodium_bin2hex(out, 2 * n + 1, p, n);
 }
 
 /* unhex - 32 hex digits into a trace id; -1 if it is not one */
 static int unhex(const char *s, unsigned char out[16])
 {
-	if (strlen(s) != 32)
-		return -1;
-	for (size_t i = 0; i < 32; i++)
-		if (!isxdigit((unsigned char)s[i]))
-			return -1;
-	for (size_t i = 0; i < 16; i++) {
-		unsigned v;
+	const char *end;
+	size_t n;
 
-		sscanf(s + 2 * i, "%2x", &v);
-		out[i] = (unsigned char)v;
-	}
-	return 0;
+	return strlen(s) == 32 && sodium_hex2bin(out, 16, s, 32, NULL, &n, &end) == 0 && n == 16
+		? 0 : -1;
 }
 
 /* stamp - a time as YYYY-MM-DD HH:MM:SS.ffffff, UTC */
