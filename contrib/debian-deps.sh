@@ -9,6 +9,7 @@ packages="
 	check clang libclang-rt-14-dev mandoc
 	postfix miltertest swaks openssl stunnel4 python3 procps iproute2
 	libmicrohttpd-dev curl prometheus
+	pflogsumm
 "
 missing=$(dpkg-query -W -f='${Package} ${Status}\n' $packages 2>/dev/null \
 	| awk '$NF != "installed" { print $1 }'; \

@@ -5,9 +5,13 @@
  */
 #include "config.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -16,6 +20,9 @@ static const char *log_service = "tern";
 static int log_syslog;
 static int log_stderr = 1;
 static int log_verb;
+static int log_fd = -1;			/* log_file, or -1 */
+static char log_ident[128];
+static char log_host[64];
 
 /* log_init - name the program (stderr) and its service (syslog ident) */
 void log_init(const char *progname, const char *service)
@@ -33,10 +40,54 @@ void log_open(const char *ident, int to_stderr, int verbose)
 
 	/* openlog() keeps the pointer: keep our own copy across reloads. */
 	snprintf(ident_buf, sizeof(ident_buf), "%s/%s", ident, log_service);
+	memcpy(log_ident, ident_buf, sizeof(log_ident));
 	openlog(ident_buf, LOG_PID | LOG_NDELAY, LOG_MAIL);
 	log_syslog = 1;
 	log_stderr = to_stderr;
 	log_verb = verbose;
+}
+
+/* log_file_open - also append every line to path, syslog-formatted
+ * (`Mon DD HH:MM:SS host ident[pid]: text`); opened once, before
+ * privileges are dropped; 0 or -1 with err */
+int log_file_open(const char *path, char *err, size_t errlen)
+{
+	char *dot;
+	int fd;
+
+	if ((fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640)) < 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (gethostname(log_host, sizeof(log_host) - 1) < 0 || log_host[0] == '\0')
+		snprintf(log_host, sizeof(log_host), "localhost");
+	if ((dot = strchr(log_host, '.')) != NULL)
+		*dot = '\0';	/* syslog's short name */
+	tzset();		/* localtime_r below must not load it */
+	if (log_fd >= 0)
+		close(log_fd);
+	log_fd = fd;
+	return 0;
+}
+
+/* log_file_line - one line to log_file with one write (appends stay whole) */
+static void log_file_line(const char *level, const char *text)
+{
+	char line[2400], stamp[32];
+	struct tm tm;
+	time_t now = time(NULL);
+	int n;
+
+	localtime_r(&now, &tm);
+	strftime(stamp, sizeof(stamp), "%b %e %H:%M:%S", &tm);
+	n = snprintf(line, sizeof(line), "%s %s %s[%ld]: %s%s\n", stamp, log_host, log_ident,
+		     (long)getpid(), level, text);
+	if (n > 0 && (size_t)n >= sizeof(line)) {
+		n = sizeof(line) - 1;
+		line[n - 1] = '\n';
+	}
+	if (n > 0 && write(log_fd, line, (size_t)n) < 0)
+		return;	/* nowhere to report it */
 }
 
 /* log_close - stop logging to syslog */
@@ -68,6 +119,8 @@ void log_vmsg(int prio, const char *fmt, va_list ap)
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	if (log_syslog)
 		syslog(prio, "%s%s", level[prio & 7], buf);
+	if (log_fd >= 0 && log_ident[0])
+		log_file_line(level[prio & 7], buf);
 	if (log_stderr)
 		fprintf(stderr, "%s: %s%s\n", log_prog, level[prio & 7], buf);
 }

@@ -9,10 +9,12 @@
 #define TERN_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <syslog.h>
 
 void log_init(const char *progname, const char *service);
 void log_open(const char *ident, int to_stderr, int verbose);
+int log_file_open(const char *path, char *err, size_t errlen);
 void log_close(void);
 int log_verbose(void);
 void log_msg(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -8,6 +8,11 @@
  *   seg    id(be64)                 -> segment bookkeeping
  *   meta   name                     -> u64 (last queue id, next segment, ...)
  *   tls    peer/host/port/policy    -> sealed TLS session (opaque here)
+ *   hist   time_us(be64) . qid . kind . idx(be32) -> history record (store_codec)
+ *   hidx   (dupsort) 'q' qid -> hist key; 't' trace id (hex) -> qid;
+ *          'm' Message-ID -> qid; 'r' recipient (lower case) -> qid
+ * History is written in the transaction of the state change it records
+ * and pruned oldest first, a bounded number of records per call.
  * Big-endian keys sort numerically. Must never hold a read transaction
  * longer than one call, and never write outside store_write().
  */
@@ -21,6 +26,7 @@
 #include <sys/stat.h>
 
 #include <lmdb.h>
+#include <sodium.h>
 
 #include "store.h"
 #include "store_codec.h"
@@ -31,10 +37,13 @@
 #define STORE_FOREACH_BATCH 512	/* messages read per read transaction */
 #define RCPT_KEY_LEN (QID_LEN + 4)
 #define SCHED_KEY_LEN (8 + QID_LEN + 4)
+#define HIST_KEY_LEN (8 + QID_LEN + 1 + 4)
+#define HIDX_KEY_MAX 400		/* LMDB keys: 511 octets at most */
+#define HIST_RECORD_MAX (1 << 17)
 
 struct store {
 	MDB_env *env;
-	MDB_dbi msg, rcpt, sched, seg, meta, tls;
+	MDB_dbi msg, rcpt, sched, seg, meta, tls, hist, hidx;
 	size_t mapsize;
 	pthread_rwlock_t resize;	/* readers share; map growth is exclusive */
 	int readonly;
@@ -77,7 +86,7 @@ struct store *store_open(const char *dir, int readonly, char *err, size_t errlen
 		goto fail;
 	}
 	if ((rc = mdb_env_create(&st->env)) != 0
-	    || (rc = mdb_env_set_maxdbs(st->env, 8)) != 0
+	    || (rc = mdb_env_set_maxdbs(st->env, 16)) != 0
 	    || (rc = mdb_env_set_mapsize(st->env, STORE_MAP_INITIAL)) != 0
 	    || (rc = mdb_env_open(st->env, dir, MDB_NOTLS | (readonly ? MDB_RDONLY : 0), 0660)) != 0) {
 		snprintf(err, errlen, "%s: cannot open queue database: %s", dir, mdb_strerror(rc));
@@ -94,6 +103,9 @@ struct store *store_open(const char *dir, int readonly, char *err, size_t errlen
 	    || (rc = mdb_dbi_open(txn, "seg", readonly ? 0 : MDB_CREATE, &st->seg)) != 0
 	    || (rc = mdb_dbi_open(txn, "meta", readonly ? 0 : MDB_CREATE, &st->meta)) != 0
 	    || (rc = mdb_dbi_open(txn, "tls", readonly ? 0 : MDB_CREATE, &st->tls)) != 0
+	    || (rc = mdb_dbi_open(txn, "hist", readonly ? 0 : MDB_CREATE, &st->hist)) != 0
+	    || (rc = mdb_dbi_open(txn, "hidx", readonly ? MDB_DUPSORT
+				  : MDB_CREATE | MDB_DUPSORT, &st->hidx)) != 0
 	    || (rc = mdb_txn_commit(txn)) != 0) {
 		if (txn && rc != 0)
 			mdb_txn_abort(txn);
@@ -681,4 +693,182 @@ int store_count(struct store *st, uint64_t *messages)
 	*messages = s.ms_entries;
 	read_end(st, txn);
 	return 0;
+}
+
+/* hidx_key - an index key: kind, then the value (lower case for 'r'), cut */
+static size_t hidx_key(unsigned char key[HIDX_KEY_MAX], char kind, const char *value)
+{
+	size_t n = strlen(value);
+
+	if (n > HIDX_KEY_MAX - 1)
+		n = HIDX_KEY_MAX - 1;
+	key[0] = (unsigned char)kind;
+	for (size_t i = 0; i < n; i++)
+		key[1 + i] = kind == 'r' && value[i] >= 'A' && value[i] <= 'Z'
+			? (unsigned char)(value[i] - 'A' + 'a') : (unsigned char)value[i];
+	return n + 1;
+}
+
+/* hidx_op - add (or delete) one index entry */
+static int hidx_op(struct store_txn *t, int add, char kind, const char *value,
+		   const void *data, size_t dlen)
+{
+	unsigned char key[HIDX_KEY_MAX];
+	MDB_val k = {hidx_key(key, kind, value), key}, v = {dlen, (void *)data};
+	int rc;
+
+	if (value[0] == '\0')
+		return 0;
+	if (add)
+		rc = mdb_put(t->txn, t->st->hidx, &k, &v, MDB_NODUPDATA);
+	else
+		rc = mdb_del(t->txn, t->st->hidx, &k, &v);
+	return rc == MDB_KEYEXIST || rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* hist_index - the index entries of a record: added or deleted */
+static int hist_index(struct store_txn *t, int add, const struct hist_rec *h,
+		      const unsigned char hkey[HIST_KEY_LEN])
+{
+	char tid[2 * sizeof(h->trace_id) + 1];
+	int rc;
+
+	if ((rc = hidx_op(t, add, 'q', h->qid, hkey, HIST_KEY_LEN)) != 0 || h->kind != HIST_ACCEPT)
+		return rc;
+	sodium_bin2hex(tid, sizeof(tid), h->trace_id, sizeof(h->trace_id));
+	if ((rc = hidx_op(t, add, 't', tid, h->qid, QID_LEN)) != 0
+	    || (rc = hidx_op(t, add, 'm', h->msgid, h->qid, QID_LEN)) != 0)
+		return rc;
+	for (const char *p = h->rcpt; *p;) {
+		size_t n = strcspn(p, "\n");
+		char addr[HIDX_KEY_MAX];
+
+		snprintf(addr, sizeof(addr), "%.*s", (int)n, p);
+		if ((rc = hidx_op(t, add, 'r', addr, h->qid, QID_LEN)) != 0)
+			return rc;
+		p += n + (p[n] == '\n');
+	}
+	return 0;
+}
+
+/* store_hist_put - record an acceptance or an attempt, with its index entries */
+int store_hist_put(struct store_txn *t, const struct hist_rec *h)
+{
+	/* LMDB runs one write transaction at a time: one buffer serves them */
+	static unsigned char buf[HIST_RECORD_MAX];
+	unsigned char key[HIST_KEY_LEN];
+	size_t n = hist_rec_encode(h, buf, sizeof(buf));
+	int rc = EINVAL;
+
+	if (n) {
+		be_put(key, h->time_us, 8);
+		memcpy(key + 8, h->qid, QID_LEN);
+		key[8 + QID_LEN] = h->kind;
+		be_put(key + 8 + QID_LEN + 1, h->idx, 4);
+		if ((rc = put(t, t->st->hist, key, sizeof(key), buf, n)) == 0)
+			rc = hist_index(t, 1, h, key);
+	}
+	return rc;
+}
+
+/* store_hist_prune - drop up to max records older than before_us; how many
+ * in *n. Bounded, so that pruning never makes a long write transaction. */
+int store_hist_prune(struct store_txn *t, uint64_t before_us, size_t max, size_t *n)
+{
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int rc;
+
+	*n = 0;
+	if ((rc = mdb_cursor_open(t->txn, t->st->hist, &cur)) != 0)
+		return rc;
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && *n < max;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_GET_CURRENT)) {
+		unsigned char key[HIST_KEY_LEN];
+		struct hist_rec h;
+
+		if (k.mv_size != HIST_KEY_LEN || be_get(k.mv_data, 8) >= before_us)
+			break;
+		memcpy(key, k.mv_data, HIST_KEY_LEN);
+		if (hist_rec_decode(v.mv_data, v.mv_size, &h) == 0) {
+			rc = hist_index(t, 0, &h, key);
+			hist_rec_clear(&h);
+			if (rc != 0)
+				break;
+		}
+		if ((rc = mdb_cursor_del(cur, 0)) != 0)
+			break;
+		(*n)++;
+	}
+	mdb_cursor_close(cur);
+	return rc == 0 || rc == MDB_NOTFOUND || rc == EINVAL ? 0 : rc;
+}
+
+/* qid_add - add a queue id to a set, once */
+static void qid_add(char (**qids)[QID_LEN + 1], size_t *n, const void *qid)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (memcmp((*qids)[i], qid, QID_LEN) == 0)
+			return;
+	*qids = xreallocarray(*qids, *n + 1, sizeof(**qids));
+	memcpy((*qids)[*n], qid, QID_LEN);
+	(*qids)[(*n)++][QID_LEN] = '\0';
+}
+
+/* store_hist_find - the history of the messages that kind ('q' queue id,
+ * 't' trace id, 'm' Message-ID, 'r' recipient) and value name, each
+ * message's records in time order; fn's non-zero return stops. Returns
+ * the number of records, or -1. */
+int store_hist_find(struct store *st, char kind, const char *value, store_hist_fn fn, void *arg)
+{
+	char (*qids)[QID_LEN + 1] = NULL;
+	unsigned char key[HIDX_KEY_MAX];
+	struct hist_rec *recs = NULL;
+	size_t nqids = 0, nrecs = 0;
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int rc, stop = 0;
+
+	if (read_begin(st, &txn) != 0)
+		return -1;
+	if (mdb_cursor_open(txn, st->hidx, &cur) != 0) {
+		read_end(st, txn);
+		return -1;
+	}
+	if (kind == 'q') {
+		qid_add(&qids, &nqids, value);
+	} else {
+		k.mv_size = hidx_key(key, kind, value);
+		k.mv_data = key;
+		for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_KEY); rc == 0;
+		     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT_DUP))
+			if (v.mv_size == QID_LEN)
+				qid_add(&qids, &nqids, v.mv_data);
+	}
+	/* Read everything, end the transaction, then call fn (see store_foreach). */
+	for (size_t i = 0; i < nqids; i++) {
+		k.mv_size = hidx_key(key, 'q', qids[i]);
+		k.mv_data = key;
+		for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_KEY); rc == 0;
+		     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT_DUP)) {
+			MDB_val hk = v, hv;
+
+			if (mdb_get(txn, st->hist, &hk, &hv) != 0)
+				continue;
+			recs = xreallocarray(recs, nrecs + 1, sizeof(*recs));
+			if (hist_rec_decode(hv.mv_data, hv.mv_size, &recs[nrecs]) == 0)
+				nrecs++;
+		}
+	}
+	mdb_cursor_close(cur);
+	read_end(st, txn);
+	for (size_t i = 0; i < nrecs; i++) {
+		if (!stop)
+			stop = fn(&recs[i], arg);
+		hist_rec_clear(&recs[i]);
+	}
+	free(recs);
+	free(qids);
+	return (int)nrecs;
 }

@@ -72,4 +72,10 @@ int store_foreach_due(struct store *st, uint64_t until_us, store_due_fn fn, void
 int store_count(struct store *st, uint64_t *messages);
 void q_rcpts_free(struct q_rcpt **rcpts, size_t n);
 
+/* Delivery history (same environment, written with the state change). */
+int store_hist_put(struct store_txn *txn, const struct hist_rec *h);
+int store_hist_prune(struct store_txn *txn, uint64_t before_us, size_t max, size_t *n);
+typedef int (*store_hist_fn)(const struct hist_rec *h, void *arg);
+int store_hist_find(struct store *st, char kind, const char *value, store_hist_fn fn, void *arg);
+
 #endif

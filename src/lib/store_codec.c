@@ -16,6 +16,8 @@
 
 #define MSG_VERSION 1
 #define RCPT_VERSION 1
+#define HIST_VERSION 1
+#define JOURNAL_VERSION 1
 
 struct wbuf {
 	unsigned char *p;
@@ -203,6 +205,148 @@ int q_rcpt_decode(const unsigned char *buf, size_t len, struct q_rcpt *rc)
 		return -1;
 	}
 	return 0;
+}
+
+/* hist_rec_encode - encode a history record; 0 if it does not fit */
+size_t hist_rec_encode(const struct hist_rec *h, unsigned char *buf, size_t cap)
+{
+	struct wbuf w = {buf, 0, cap, 0};
+
+	put_uint(&w, HIST_VERSION, 1);
+	put_uint(&w, h->kind, 1);
+	put_uint(&w, h->state, 1);
+	put_uint(&w, h->tls, 1);
+	put_uint(&w, h->code, 2);
+	put_uint(&w, h->idx, 4);
+	put_uint(&w, h->nrcpt, 4);
+	put_uint(&w, h->conn_use, 4);
+	put_uint(&w, h->time_us, 8);
+	put_uint(&w, h->size, 8);
+	for (size_t i = 0; i < 4; i++)
+		put_uint(&w, h->delays_us[i], 8);
+	put(&w, h->trace_id, sizeof(h->trace_id));
+	put(&w, h->span_id, sizeof(h->span_id));
+	put(&w, h->qid, QID_LEN);
+	put_str(&w, h->sender);
+	put_str(&w, h->msgid);
+	put_str(&w, h->client);
+	put_str(&w, h->rcpt);
+	put_str(&w, h->peer);
+	put_str(&w, h->relay);
+	put_str(&w, h->dsn);
+	put_str(&w, h->reply);
+	put_str(&w, h->peer_qid);
+	return w.overflow || strlen(h->qid) != QID_LEN ? 0 : w.len;
+}
+
+/* hist_rec_decode - decode a history record; -1 if it is malformed */
+int hist_rec_decode(const unsigned char *buf, size_t len, struct hist_rec *h)
+{
+	struct rbuf r = {buf, len, 0, 0};
+
+	memset(h, 0, sizeof(*h));
+	if (get_uint(&r, 1) != HIST_VERSION)
+		r.bad = 1;
+	h->kind = (uint8_t)get_uint(&r, 1);
+	h->state = (uint8_t)get_uint(&r, 1);
+	h->tls = (uint8_t)get_uint(&r, 1);
+	h->code = (uint16_t)get_uint(&r, 2);
+	h->idx = (uint32_t)get_uint(&r, 4);
+	h->nrcpt = (uint32_t)get_uint(&r, 4);
+	h->conn_use = (uint32_t)get_uint(&r, 4);
+	h->time_us = get_uint(&r, 8);
+	h->size = get_uint(&r, 8);
+	for (size_t i = 0; i < 4; i++)
+		h->delays_us[i] = get_uint(&r, 8);
+	get(&r, h->trace_id, sizeof(h->trace_id));
+	get(&r, h->span_id, sizeof(h->span_id));
+	get(&r, h->qid, QID_LEN);
+	h->qid[QID_LEN] = '\0';
+	h->sender = get_str(&r);
+	h->msgid = get_str(&r);
+	h->client = get_str(&r);
+	h->rcpt = get_str(&r);
+	h->peer = get_str(&r);
+	h->relay = get_str(&r);
+	h->dsn = get_str(&r);
+	h->reply = get_str(&r);
+	h->peer_qid = get_str(&r);
+	if (r.bad || r.off != len || strlen(h->qid) != QID_LEN
+	    || (h->kind != HIST_ACCEPT && h->kind != HIST_ATTEMPT)
+	    || h->state > HIST_EXPIRED || h->tls > HIST_TLS_RESUMED) {
+		hist_rec_clear(h);
+		return -1;
+	}
+	return 0;
+}
+
+/* journal_rec_encode - encode a milter journal record; 0 if it does not fit */
+size_t journal_rec_encode(const struct journal_rec *j, unsigned char *buf, size_t cap)
+{
+	struct wbuf w = {buf, 0, cap, 0};
+
+	put_uint(&w, JOURNAL_VERSION, 1);
+	put_uint(&w, j->time_us, 8);
+	put(&w, j->trace_id, sizeof(j->trace_id));
+	put(&w, j->span_id, sizeof(j->span_id));
+	put(&w, j->parent_id, sizeof(j->parent_id));
+	put_uint(&w, j->nrcpt, 4);
+	put_str(&w, j->mta_qid);
+	put_str(&w, j->client);
+	put_str(&w, j->sender);
+	put_str(&w, j->verdict);
+	return w.overflow ? 0 : w.len;
+}
+
+/* journal_rec_decode - decode a milter journal record; -1 if it is malformed */
+int journal_rec_decode(const unsigned char *buf, size_t len, struct journal_rec *j)
+{
+	struct rbuf r = {buf, len, 0, 0};
+
+	memset(j, 0, sizeof(*j));
+	if (get_uint(&r, 1) != JOURNAL_VERSION)
+		r.bad = 1;
+	j->time_us = get_uint(&r, 8);
+	get(&r, j->trace_id, sizeof(j->trace_id));
+	get(&r, j->span_id, sizeof(j->span_id));
+	get(&r, j->parent_id, sizeof(j->parent_id));
+	j->nrcpt = (uint32_t)get_uint(&r, 4);
+	j->mta_qid = get_str(&r);
+	j->client = get_str(&r);
+	j->sender = get_str(&r);
+	j->verdict = get_str(&r);
+	if (r.bad || r.off != len) {
+		journal_rec_clear(j);
+		return -1;
+	}
+	return 0;
+}
+
+/* hist_state_name - an attempt's outcome as logs show it */
+const char *hist_state_name(unsigned state)
+{
+	return state == HIST_EXPIRED ? "expired" : rcpt_state_name((enum rcpt_state)state);
+}
+
+/* hist_rec_clear - free a history record's strings and zero it */
+void hist_rec_clear(struct hist_rec *h)
+{
+	char **s[] = {&h->sender, &h->msgid, &h->client, &h->rcpt, &h->peer, &h->relay,
+		      &h->dsn, &h->reply, &h->peer_qid};
+
+	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++)
+		free(*s[i]);
+	memset(h, 0, sizeof(*h));
+}
+
+/* journal_rec_clear - free a journal record's strings and zero it */
+void journal_rec_clear(struct journal_rec *j)
+{
+	free(j->mta_qid);
+	free(j->client);
+	free(j->sender);
+	free(j->verdict);
+	memset(j, 0, sizeof(*j));
 }
 
 /* rcpt_state_name - the name of a recipient state in ternq and logs */

@@ -17,5 +17,9 @@ size_t q_msg_encode(const struct q_msg *m, unsigned char *buf, size_t cap);
 int q_msg_decode(const unsigned char *buf, size_t len, struct q_msg *m);
 size_t q_rcpt_encode(const struct q_rcpt *r, unsigned char *buf, size_t cap);
 int q_rcpt_decode(const unsigned char *buf, size_t len, struct q_rcpt *r);
+size_t hist_rec_encode(const struct hist_rec *h, unsigned char *buf, size_t cap);
+int hist_rec_decode(const unsigned char *buf, size_t len, struct hist_rec *h);
+size_t journal_rec_encode(const struct journal_rec *j, unsigned char *buf, size_t cap);
+int journal_rec_decode(const unsigned char *buf, size_t len, struct journal_rec *j);
 
 #endif

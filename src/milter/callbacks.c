@@ -22,6 +22,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "milter.h"
+#include "queue.h"
 #include "xalloc.h"
 
 #define SENDER_MAX 320
@@ -448,6 +449,7 @@ static void inspect(SMFICTX *ctx, struct session *s, struct verdict *v)
 /* Trace context decision for one message. */
 struct trace_decision {
 	struct traceparent tp;
+	unsigned char parent[8];	/* a continued trace's previous span, or zeros */
 	const char *origin;		/* new, continued, replaced */
 	int delete_incoming;		/* remove incoming Traceparent/Tracestate */
 	struct hdr_trace_fields in;
@@ -462,6 +464,7 @@ static void decide_trace(struct session *s, struct trace_decision *d)
 	char value[HDR_TRACEPARENT_MAX + 1], sig[TRACE_SIG_LEN + 1];
 
 	hdr_check_trace(s->hc, &d->in);
+	memset(d->parent, 0, sizeof(d->parent));
 	d->delete_incoming = d->in.ntraceparent > 0 || d->in.ntracestate > 0;
 	d->origin = d->delete_incoming ? "replaced" : "new";
 	if (d->in.ntraceparent == 1 && d->in.traceparent
@@ -472,6 +475,7 @@ static void decide_trace(struct session *s, struct trace_decision *d)
 		    || (cfg->key && d->in.tracestate
 			&& tracestate_find_sig(d->in.tracestate, d->in.tracestate_len, sig) == 1
 			&& trace_verify(cfg->key, value, sig))) {
+			memcpy(d->parent, d->tp.span_id, sizeof(d->parent));
 			traceparent_new_span(&d->tp);
 			d->origin = "continued";
 			return;
@@ -501,6 +505,28 @@ static int edit_trace_headers(SMFICTX *ctx, struct session *s, const struct trac
 	    || smfi_insheader(ctx, 0, "Traceparent", tp) != MI_SUCCESS)
 		return *failed = "smfi_insheader failed", -1;
 	return 0;
+}
+
+/* journal - hand the message's record to the journal writer */
+static void journal(const struct session *s, const struct trace_decision *d, const char *qid,
+		    const char *verdict)
+{
+	struct journal_rec r = {0};
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	r.time_us = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+	if (d) {
+		memcpy(r.trace_id, d->tp.trace_id, sizeof(r.trace_id));
+		memcpy(r.span_id, d->tp.span_id, sizeof(r.span_id));
+		memcpy(r.parent_id, d->parent, sizeof(r.parent_id));
+	}
+	r.nrcpt = (uint32_t)s->nrcpt;
+	r.mta_qid = (char *)(strcmp(qid, "NOQUEUE") ? qid : "");
+	r.client = (char *)s->client_addr;
+	r.sender = (char *)s->sender;
+	r.verdict = (char *)verdict;
+	journal_add(&r);
 }
 
 /* tm_eom - decide, edit headers, log one line */
@@ -568,6 +594,7 @@ static sfsistat tm_eom(SMFICTX *ctx)
 	metric_add(m_messages, 1, v.name);
 	metric_add(m_traces, tracing, d.origin);
 	metric_observe(m_callback, elapsed(&start));
+	journal(s, tracing ? &d : NULL, qid, v.name);
 	msg_reset(s);
 	return v.reply;
 }

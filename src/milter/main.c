@@ -256,6 +256,8 @@ int main(int argc, char **argv)
 	m = &conf->milter;
 	/* stderr too until detached: startup errors must reach the admin. */
 	log_open(conf->global.syslog_name, 1, cli.verbose);
+	if (conf->global.log_file[0] && log_file_open(conf->global.log_file, err, sizeof(err)) < 0)
+		log_fatal("%s", err);
 
 	if (smfi_setconn((char *)m->listen) == MI_FAILURE)
 		log_fatal("bad listen address \"%s\"", m->listen);
@@ -299,6 +301,7 @@ int main(int argc, char **argv)
 	milter_metrics_init();
 	if (m->metrics_listen[0] && (metrics = metrics_serve(m->metrics_listen, err, sizeof(err))) == NULL)
 		log_fatal("%s", err);
+	journal_start(conf);	/* its thread, too, has the stop signals blocked */
 
 	log_info("starting on %s (trace %s, metrics %s)", m->listen, m->trace ? "on" : "off",
 		 m->metrics_listen[0] ? m->metrics_listen : "off");
@@ -308,6 +311,7 @@ int main(int argc, char **argv)
 	pthread_mutex_unlock(&milter_lock);
 	left = wait_for_sessions(stop_timeout);
 	metrics_server_stop(&metrics);
+	journal_stop();		/* late callbacks find it stopped and skip it */
 	if (left > 0) {
 		log_warning("stopping with %d session%s still open", left, left == 1 ? "" : "s");
 	} else {

@@ -24,4 +24,9 @@ void milter_metrics_init(void);
 
 extern struct smfiDesc milter_desc;
 
+struct journal_rec;
+void journal_start(const struct conf *conf);
+void journal_stop(void);
+void journal_add(const struct journal_rec *r);
+
 #endif

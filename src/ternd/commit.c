@@ -24,6 +24,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -31,12 +32,16 @@
 #include "queue_ops.h"
 #include "relay.h"
 #include "stats.h"
+#include "xalloc.h"
 #include "ternd.h"
 
 #define COMMIT_BATCH_LIMIT 1024
+#define HIST_RCPTS_MAX 60000		/* recipients listed in an acceptance record */
+#define PRUNE_MAX 1000			/* history records dropped per pass */
 
 static uint64_t ternd_last_qid;		/* the highest queue id recorded */
 static time_t last_reader_check;
+static time_t last_prune;
 
 static pthread_t appender_thread, writer_thread;
 
@@ -90,6 +95,42 @@ static struct {
 } stage = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 static struct batch batches[2];
 
+/* hist_accept - the history record of an acceptance */
+static int hist_accept(struct store_txn *txn, const struct job *j)
+{
+	struct hist_rec h = {0};
+	size_t len = 0, cap = 1;
+	int rc;
+
+	for (size_t r = 0; r < j->nrcpts; r++)
+		cap += strlen(j->rcpts[r].addr) + 1;
+	h.rcpt = xmalloc(cap);
+	for (size_t r = 0; r < j->nrcpts; r++) {
+		size_t n = strlen(j->rcpts[r].addr);
+
+		if (len + n + 1 > HIST_RCPTS_MAX)
+			break;	/* the index gets what a record holds */
+		if (len)
+			h.rcpt[len++] = '\n';
+		memcpy(h.rcpt + len, j->rcpts[r].addr, n);
+		len += n;
+	}
+	h.rcpt[len] = '\0';
+	h.kind = HIST_ACCEPT;
+	h.time_us = now_us();
+	h.size = j->msg->size;
+	h.nrcpt = (uint32_t)j->nrcpts;
+	memcpy(h.trace_id, j->msg->trace_id, sizeof(h.trace_id));
+	memcpy(h.span_id, j->msg->span_id, sizeof(h.span_id));
+	memcpy(h.qid, j->msg->qid, sizeof(h.qid));
+	h.sender = j->msg->sender;
+	h.msgid = (char *)(j->msgid ? j->msgid : "");
+	h.client = j->msg->client;
+	rc = store_hist_put(txn, &h);
+	free(h.rcpt);
+	return rc;
+}
+
 /* batch_write - every record of the batch, in one transaction */
 static int batch_write(struct store_txn *txn, void *arg)
 {
@@ -110,6 +151,8 @@ static int batch_write(struct store_txn *txn, void *arg)
 		for (size_t r = 0; r < j->nrcpts; r++)
 			if ((rc = store_put_rcpt(txn, j->msg->qid, &j->rcpts[r], 0)) != 0)
 				return rc;
+		if ((rc = hist_accept(txn, j)) != 0)
+			return rc;
 		/* Queue ids come from MAIL time, commits in any order: keep the highest. */
 		if (qid_parse(j->msg->qid, &v) == 0 && v > last_qid)
 			last_qid = v;
@@ -254,6 +297,15 @@ static int segment_rotate(char *err, size_t errlen)
 	return store_write(ternd.store, put_next_seg, &seg, err, errlen);
 }
 
+/* prune - drop history older than history_retention, a bounded amount */
+static int prune(struct store_txn *txn, void *arg)
+{
+	size_t *n = arg;
+	uint64_t keep = (uint64_t)ternd_conf()->ternd.history_retention * 1000, now = now_us();
+
+	return store_hist_prune(txn, now > keep ? now - keep : 0, PRUNE_MAX, n);
+}
+
 /* stage_wait - under stage.lock, wait until PRED holds */
 #define stage_wait(pred) \
 	do { \
@@ -378,6 +430,13 @@ static void *writer_main(void *arg)
 		 * still sound to append to. */
 		observe(b);
 		finish(b->jobs, b->n, rc < 0 ? -1 : 0, err);
+		if (rc == 0 && time(NULL) != last_prune) {
+			size_t pruned = 0;
+
+			last_prune = time(NULL);	/* at most once a second */
+			if (store_write(ternd.store, prune, &pruned, err, sizeof(err)) < 0)
+				log_warning("history pruning failed: %s", err);
+		}
 		pthread_mutex_lock(&stage.lock);
 		b->in_flight = 0;
 		stage.in_flight--;

@@ -142,6 +142,7 @@ static int drain(void)
 			    left, left == 1 ? "" : "s");
 	pthread_mutex_unlock(&ternd.lock);
 	relay_stop();
+	otlp_stop();	/* after the last attempt */
 	commit_stop();
 	stats_stop();
 	return left;
@@ -186,6 +187,8 @@ int main(int argc, char **argv)
 	ternd.conf = cli_load_conf(&cli);
 	g = &ternd.conf->global;
 	log_open(g->syslog_name, 1, cli.verbose);
+	if (g->log_file[0] && log_file_open(g->log_file, err, sizeof(err)) < 0)
+		log_fatal("%s", err);
 	ternd.hostname = conf_hostname(ternd.conf);
 	if (ternd.conf->nroutes == 0)
 		log_warning("no [routes]: every recipient will be refused with 550 5.4.4");
@@ -205,6 +208,7 @@ int main(int argc, char **argv)
 	lock_pid_file();
 	listen_setup();
 	control_setup();
+	otlp_open(ternd.conf);
 	if (!cli.foreground) {
 		if (privs_daemonize(err, sizeof(err)) < 0)
 			log_fatal("%s", err);
@@ -250,6 +254,7 @@ int main(int argc, char **argv)
 	 * after the signal mask, which its thread inherits */
 	stats_start(ternd.conf);
 	commit_start();
+	otlp_start();
 	relay_start();
 	control_start();
 	listen_start();

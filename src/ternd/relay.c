@@ -32,6 +32,8 @@
 #include "conn.h"
 #include "dsn.h"
 #include "log.h"
+#include "otlp.h"
+#include "pflog.h"
 #include "queue_ops.h"
 #include "relay.h"
 #include "smtp_cmd.h"
@@ -177,6 +179,7 @@ struct outcome {
 	uint8_t state;			/* RCPT_SENT, RCPT_DEFERRED or RCPT_BOUNCED */
 	char reply[SMTP_REPLY_FORMAT_MAX];
 	char esc[SMTP_ESC_MAX + 1];
+	int expired;			/* bounced by max_queue_lifetime */
 };
 
 /* The result of one attempt, as the committer applies it. */
@@ -186,6 +189,11 @@ struct result {
 	size_t nout;
 	uint64_t now;
 	uint64_t wait_until;		/* RCPT_WAIT outcomes: next attempt */
+	uint64_t start, connected, sending;	/* attempt begun, connection ready, MAIL sent */
+	unsigned conn_use;		/* this transaction's number on its connection */
+	const char *relay;		/* host[addr]:port, or "none" */
+	uint8_t tls;			/* enum hist_tls */
+	char peer_qid[SMTP_QUEUE_ID_MAX + 1];	/* from the peer's 250 to the content */
 	const struct conf *conf;
 	/* filled in by the write: what to do after the commit */
 	struct queue_op_arg del;	/* the message left the queue */
@@ -208,6 +216,47 @@ static uint64_t backoff_us(const struct conf *conf, uint32_t attempts)
 	/* jitter: 0.8 .. 1.2 */
 	ms = ms * (80 + (long long)randombytes_uniform(41)) / 100;
 	return (uint64_t)ms * 1000;
+}
+
+/* attempt_delays - the four parts of an attempt's delay, in microseconds:
+ * before it, rate limit wait, connection setup, transmission */
+static void attempt_delays(const struct result *res, uint64_t d[4])
+{
+	uint64_t start = res->start > res->msg.arrival_us ? res->start : res->msg.arrival_us;
+	uint64_t conn = res->connected > start ? res->connected : start;
+	uint64_t send = res->sending > conn ? res->sending : conn;
+	uint64_t end = res->now > send ? res->now : send;
+
+	d[0] = start - res->msg.arrival_us;
+	d[1] = send - conn;
+	d[2] = conn - start;
+	d[3] = end - send;
+}
+
+/* hist_attempt - the history record of one recipient's attempt */
+static int hist_attempt(struct store_txn *txn, const struct result *res,
+			const struct outcome *o, const struct q_rcpt *r)
+{
+	struct hist_rec h = {0};
+
+	h.kind = HIST_ATTEMPT;
+	h.state = o->expired ? HIST_EXPIRED : o->state;
+	h.tls = res->tls;
+	h.code = (uint16_t)atoi(o->reply);	/* 0 for a local reason */
+	h.idx = o->idx;
+	h.conn_use = res->conn_use;
+	h.time_us = res->now;
+	attempt_delays(res, h.delays_us);
+	memcpy(h.trace_id, res->msg.trace_id, sizeof(h.trace_id));
+	memcpy(h.span_id, res->msg.span_id, sizeof(h.span_id));
+	memcpy(h.qid, res->qid, sizeof(h.qid));
+	h.rcpt = r->addr;
+	h.peer = r->peer;
+	h.relay = (char *)(res->relay ? res->relay : "none");
+	h.dsn = (char *)o->esc;
+	h.reply = (char *)o->reply;
+	h.peer_qid = (char *)(o->state == RCPT_SENT ? res->peer_qid : "");
+	return store_hist_put(txn, &h);
 }
 
 /* apply_result - record an attempt's outcome; remove a finished message */
@@ -256,6 +305,7 @@ static int apply_result(struct store_txn *txn, void *arg)
 
 						/* expired: bounced, with the last reason */
 						r->state = o->state = RCPT_BOUNCED;
+						o->expired = 1;
 						snprintf(o->esc, sizeof(o->esc), "4.4.7");
 						snprintf(last, sizeof(last), "%s", o->reply);
 						snprintf(o->reply, sizeof(o->reply),
@@ -269,7 +319,8 @@ static int apply_result(struct store_txn *txn, void *arg)
 			}
 			if (r->state != RCPT_DEFERRED && res->msg.nlive > 0)
 				res->msg.nlive--;
-			if ((rc = store_put_rcpt(txn, res->qid, r, old)) != 0)
+			if ((rc = store_put_rcpt(txn, res->qid, r, old)) != 0
+			    || (rc = hist_attempt(txn, res, o, r)) != 0)
 				return rc;
 		}
 	}
@@ -364,26 +415,23 @@ static void bounce(const struct result *res, const struct conf *conf, const char
 	free(dr);
 }
 
-/* fmt_delay - seconds as Postfix logs them: 0, 0.12, 1.5, 12 */
-static void fmt_delay(double d, char *out, size_t len)
+/* log_outcomes - one Postfix-format line per recipient of the attempt:
+ * delays= are queue wait before the attempt, rate limit wait, connection
+ * setup and transmission (man ternd, LOGGING) */
+static void log_outcomes(const struct result *res)
 {
-	if (d < 0.01)
-		snprintf(out, len, "0");
-	else if (d < 1)
-		snprintf(out, len, "%.2f", d);
-	else if (d < 10)
-		snprintf(out, len, "%.1f", d);
-	else
-		snprintf(out, len, "%.0f", d);
-}
+	char delay[PFLOG_DELAY_MAX], a[PFLOG_DELAY_MAX], b[PFLOG_DELAY_MAX];
+	char cs[PFLOG_DELAY_MAX], d[PFLOG_DELAY_MAX], use[32] = "";
+	uint64_t part[4];
 
-/* log_outcomes - one Postfix-style line per recipient of the attempt */
-static void log_outcomes(const struct result *res, const struct conn *c, const char *relay_host)
-{
-	char delay[32];
-
-	fmt_delay((double)(res->now - res->msg.arrival_us) / 1e6, delay, sizeof(delay));
-
+	attempt_delays(res, part);
+	pflog_delay(part[0] + part[1] + part[2] + part[3], delay, sizeof(delay));
+	pflog_delay(part[0], a, sizeof(a));
+	pflog_delay(part[1], b, sizeof(b));
+	pflog_delay(part[2], cs, sizeof(cs));
+	pflog_delay(part[3], d, sizeof(d));
+	if (res->conn_use > 1)	/* as Postfix: only on a reused connection */
+		snprintf(use, sizeof(use), " conn_use=%u,", res->conn_use);
 	for (size_t i = 0; i < res->nout; i++) {
 		const struct outcome *o = &res->out[i];
 		const char *addr = "?";
@@ -393,14 +441,65 @@ static void log_outcomes(const struct result *res, const struct conn *c, const c
 		for (size_t k = 0; k < res->nrcpts; k++)
 			if (res->rcpts[k].idx == o->idx)
 				addr = res->rcpts[k].addr;
-		log_info("%s: to=<%s>, relay=%s, delay=%s, tls=%s, dsn=%s, status=%s (%s)",
-			 res->qid, addr, relay_host, delay,
-			 c && c->ssl ? (c->tls_resumed ? "resumed" : "full") : "none",
-			 o->esc[0] ? o->esc : (o->state == RCPT_SENT ? "2.0.0"
-					       : o->state == RCPT_DEFERRED ? "4.0.0" : "5.0.0"),
-			 o->state == RCPT_SENT ? "sent" : o->state == RCPT_DEFERRED ? "deferred" : "bounced",
-			 o->reply);
+		/* tls= last: pflogsumm wants Postfix's fields, in order, up to status= */
+		log_info("%s: to=<%s>, relay=%s,%s delay=%s, delays=%s/%s/%s/%s, dsn=%s, "
+			 "status=%s (%s), tls=%s", res->qid, addr, res->relay, use, delay, a, b, cs, d,
+			 o->esc, hist_state_name(o->expired ? HIST_EXPIRED : o->state), o->reply,
+			 res->tls == HIST_TLS_RESUMED ? "resumed" : res->tls == HIST_TLS_FULL ? "full" : "none");
 	}
+}
+
+/* emit_spans - the attempt as one line of otlp_spans_file: a span per
+ * recipient, under the message's trace; formatted here, written by the
+ * span writer thread */
+static void emit_spans(const struct result *res)
+{
+	struct otlp_span *sp = xcalloc(res->nout ? res->nout : 1, sizeof(*sp));
+	struct otlp_attempt a = {0};
+	size_t cap = 4096;
+	char *line;
+
+	for (size_t i = 0; i < res->nout; i++) {
+		const struct outcome *o = &res->out[i];
+		struct otlp_span *s = &sp[a.nspans];
+
+		if (o->state == RCPT_WAIT)
+			continue;
+		for (size_t k = 0; k < res->nrcpts; k++)
+			if (res->rcpts[k].idx == o->idx)
+				s->rcpt = res->rcpts[k].addr;
+		randombytes_buf(s->span_id, sizeof(s->span_id));
+		s->status = hist_state_name(o->expired ? HIST_EXPIRED : o->state);
+		s->dsn = o->esc;
+		s->reply = o->reply;
+		s->peer_qid = o->state == RCPT_SENT ? res->peer_qid : "";
+		s->ok = o->state == RCPT_SENT;
+		cap += strlen(o->reply) * 12 + (s->rcpt ? strlen(s->rcpt) * 6 : 0) + 1024;
+		a.nspans++;
+	}
+	if (a.nspans) {
+		a.service = "ternd";
+		a.host = ternd.hostname;
+		a.qid = res->qid;
+		a.peer = "";
+		for (size_t k = 0; k < res->nrcpts; k++)
+			if (res->rcpts[k].idx == res->out[0].idx)
+				a.peer = res->rcpts[k].peer;
+		a.relay = res->relay;
+		a.tls = res->tls == HIST_TLS_RESUMED ? "resumed" : res->tls == HIST_TLS_FULL ? "full" : "none";
+		a.conn_use = res->conn_use;
+		a.start_us = res->start;
+		a.end_us = res->now;
+		memcpy(a.trace_id, res->msg.trace_id, sizeof(a.trace_id));
+		memcpy(a.parent_id, res->msg.span_id, sizeof(a.parent_id));
+		a.spans = sp;
+		line = xmalloc(cap);
+		if (otlp_line(&a, line, cap) > 0)
+			otlp_add(line);	/* the writer frees it */
+		else
+			free(line);
+	}
+	free(sp);
 }
 
 /* set_outcome - one recipient's outcome from a reply (or a failure text) */
@@ -408,7 +507,9 @@ static void set_outcome(struct outcome *o, uint32_t idx, int code, const char *e
 {
 	o->idx = idx;
 	o->state = code >= 200 && code < 300 ? RCPT_SENT : code >= 500 ? RCPT_BOUNCED : RCPT_DEFERRED;
-	snprintf(o->esc, sizeof(o->esc), "%s", esc ? esc : "");
+	/* without an enhanced status code, the class's generic one (as Postfix) */
+	snprintf(o->esc, sizeof(o->esc), "%s", esc && esc[0] ? esc
+		 : o->state == RCPT_SENT ? "2.0.0" : o->state == RCPT_DEFERRED ? "4.0.0" : "5.0.0");
 	snprintf(o->reply, sizeof(o->reply), "%s", text);
 }
 
@@ -566,6 +667,7 @@ static int transaction(struct conn *c, const struct q_msg *m, struct result *res
 	}
 	if (conn_reply(c, &r, p->data_timeout) < 0)
 		goto lost_after_data;
+	smtp_reply_queue_id(&r, res->peer_qid, sizeof(res->peer_qid));
 	smtp_reply_format(&r, text, sizeof(text));
 	for (size_t i = 0; i < n; i++)
 		if (ok[i])
@@ -698,7 +800,7 @@ static void deliver(struct peer_rt *rt, struct conn *c, struct conn *cb, const c
 	struct q_msg m;
 	struct q_rcpt *rcpts;
 	size_t n, ntodo = 0;
-	char relay_host[400];
+	char relay_host[400] = "none";
 	struct job job;
 	uint64_t now = now_us();
 
@@ -717,6 +819,7 @@ static void deliver(struct peer_rt *rt, struct conn *c, struct conn *cb, const c
 	if (ntodo == 0)
 		goto out;
 	memcpy(res.qid, qid, QID_LEN + 1);
+	res.start = now;
 	res.out = xcalloc(ntodo, sizeof(*res.out));
 	if (!breaker_allow(rt, now)) {
 		const struct conf_peer *bp = rt->backup ? conf_peer_find(conf, rt->backup->name) : NULL;
@@ -742,13 +845,17 @@ static void deliver(struct peer_rt *rt, struct conn *c, struct conn *cb, const c
 		conn_close(c, 0);	/* closed by the peer while idle: open anew */
 	if (c->fd < 0 && conn_open(c, p, rt->tls, p->helo_name[0] ? p->helo_name : ternd.hostname) < 0) {
 		breaker_result(rt, p, 0, c->why);
+		res.connected = now_us();
 		for (size_t i = 0; i < ntodo; i++)
 			set_outcome(&res.out[res.nout++], todo[i]->idx, c->temporary ? 450 : 550,
 				    c->temporary ? "4.4.1" : "5.4.1", c->why);
 		snprintf(relay_host, sizeof(relay_host), "none");
 	} else {
+		res.connected = now_us();
 		breaker_result(rt, p, 1, NULL);
 		rate_wait(rt, p);
+		res.sending = now_us();
+		res.conn_use = c->messages + 1;
 		snprintf(relay_host, sizeof(relay_host), "%s[%s]:%d", c->host, c->addr, c->port);
 		uint64_t started = now_us();
 
@@ -764,6 +871,9 @@ static void deliver(struct peer_rt *rt, struct conn *c, struct conn *cb, const c
 record:
 	res.now = now_us();
 	res.conf = conf;
+	res.relay = relay_host;
+	if ((c->fd >= 0 || c->why[0] == '\0') && c->ssl)
+		res.tls = c->tls_resumed ? HIST_TLS_RESUMED : HIST_TLS_FULL;
 	/* apply_result loads the current records into res.msg and res.rcpts */
 	memset(&job, 0, sizeof(job));
 	job.kind = JOB_WRITE;
@@ -776,7 +886,9 @@ record:
 	} else {
 		int bounced = 0;
 
-		log_outcomes(&res, c->fd >= 0 || c->why[0] == '\0' ? c : NULL, relay_host);
+		log_outcomes(&res);
+		if (otlp_enabled())
+			emit_spans(&res);
 		for (size_t i = 0; i < res.nout; i++)
 			bounced |= res.out[i].state == RCPT_BOUNCED;
 		for (size_t i = 0; i < res.nout; i++)

@@ -539,8 +539,10 @@ static void content_end(struct session *s)
 {
 	const char *err = content_error(s);
 	struct job job;
-	char tid[TRACE_ID_HEX + 1];
+	char tid[TRACE_ID_HEX + 1], msgid[256] = "";
 	struct traceparent tp;
+	const char *v;
+	size_t vlen;
 
 	if (err) {
 		reply_all(s, err);
@@ -560,6 +562,10 @@ static void content_end(struct session *s)
 	job.msg = &s->msg;
 	job.rcpts = s->rcpts;
 	job.nrcpts = s->nrcpts;
+	/* for the history: ternq trace finds a message by its Message-ID */
+	if (hdr_scan_field(s->peek, s->peek_len, "Message-ID", &v, &vlen))
+		snprintf(msgid, sizeof(msgid), "%.*s", (int)vlen, v);
+	job.msgid = msgid;
 	if (s->own_fd >= 0) {
 		/* A file of its own: written and synced here, named by the committer's fsync. */
 		if (s->own_failed || spill(s) < 0 || fdatasync(s->own_fd) < 0) {

@@ -27,6 +27,7 @@ struct job {
 	size_t nrcpts;
 	struct iovec body[2];		/* Received: header, then content */
 	int nbody;
+	const char *msgid;		/* its Message-ID, or "", for the history */
 	/* JOB_WRITE: a queue change (ternq) */
 	store_write_fn write;
 	void *arg;
@@ -71,5 +72,12 @@ void listen_stop(void);
 void control_setup(void);
 void control_start(void);
 int recover(char *err, size_t errlen);
+
+/* otlp_spans_file: delivery spans, written without blocking delivery */
+void otlp_open(const struct conf *conf);
+int otlp_enabled(void);
+void otlp_add(char *line);
+void otlp_start(void);
+void otlp_stop(void);
 
 #endif

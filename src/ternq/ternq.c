@@ -32,6 +32,7 @@
 #include "smtp_cmd.h"
 #include "spool.h"
 #include "store.h"
+#include "trace.h"
 #include "traceparent.h"
 #include "units.h"
 #include "xalloc.h"
@@ -47,6 +48,7 @@ struct ternq {
 	const char *peer;
 	long long older_ms;
 	const char *by;			/* stats: domain or peer */
+	const char *rcpt;		/* trace --rcpt */
 	uint64_t now;
 	unsigned long long total_bytes;
 	unsigned long long total_msgs;
@@ -60,7 +62,8 @@ static void __attribute__((noreturn)) usage(void)
 		"       ternq [-c FILE] show QID [--json]\n"
 		"       ternq [-c FILE] cat QID\n"
 		"       ternq [-c FILE] hold|release|delete|retry QID... | - | ALL\n"
-		"       ternq [-c FILE] stats [--by domain|peer] [--json]\n");
+		"       ternq [-c FILE] stats [--by domain|peer] [--json]\n"
+		"       ternq [-c FILE] trace TRACE-ID|QID|MESSAGE-ID|--rcpt ADDRESS [--json]\n");
 	exit(EXIT_USAGE);
 }
 
@@ -106,7 +109,7 @@ static void trace_hex(const struct q_msg *m, char out[TRACE_ID_HEX + 1])
 
 /* jstr - a JSON string; octets that are not valid UTF-8 become '?' so a
  * member is never silently dropped */
-static json_t *jstr(const char *s)
+json_t *jstr(const char *s)
 {
 	json_t *j = json_string(s);
 
@@ -159,7 +162,7 @@ static json_t *msg_json(const struct q_msg *m, const struct q_rcpt *r, size_t n)
 }
 
 /* print_json - one JSON object on one line */
-static void print_json(json_t *o)
+void print_json(json_t *o)
 {
 	char *s = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
 
@@ -639,6 +642,9 @@ static int ternq_option(struct ternq *q, int ch, const char *arg)
 	case 'b':
 		q->by = arg;
 		return 1;
+	case 'r':
+		q->rcpt = arg;
+		return 1;
 	default:
 		return 0;
 	}
@@ -652,6 +658,7 @@ int main(int argc, char **argv)
 		{"peer", required_argument, NULL, 'p'},
 		{"older", required_argument, NULL, 'o'},
 		{"by", required_argument, NULL, 'b'},
+		{"rcpt", required_argument, NULL, 'r'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -685,7 +692,7 @@ int main(int argc, char **argv)
 		argc = 1;
 	}
 	optind = 0;
-	while ((ch = getopt_long(argc, argv, "js:p:o:b:", longopts, NULL)) != -1)
+	while ((ch = getopt_long(argc, argv, "js:p:o:b:r:", longopts, NULL)) != -1)
 		if (!ternq_option(&q, ch, optarg))
 			usage();
 	if ((q.state && strcmp(q.state, "queued") && strcmp(q.state, "deferred") && strcmp(q.state, "hold"))
@@ -698,6 +705,8 @@ int main(int argc, char **argv)
 		rc = cmd_show(&q, argv[optind]);
 	else if (strcmp(cmd, "cat") == 0 && optind + 1 == argc)
 		rc = cmd_cat(&q, argv[optind]);
+	else if (strcmp(cmd, "trace") == 0 && optind + !q.rcpt == argc)
+		rc = ternq_trace(q.store, q.conf, q.rcpt ? q.rcpt : argv[optind], q.rcpt != NULL, q.json);
 	else if (strcmp(cmd, "stats") == 0 && optind == argc)
 		rc = cmd_stats(&q);
 	else if (!strcmp(cmd, "hold") || !strcmp(cmd, "release") || !strcmp(cmd, "delete")

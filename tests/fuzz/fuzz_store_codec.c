@@ -1,6 +1,7 @@
 /*
  * fuzz_store_codec - libFuzzer target: queue records from a hostile
- * database. Arbitrary bytes are decoded as a message and as a recipient;
+ * database. Arbitrary bytes are decoded as a message, a recipient, a
+ * history record and a milter journal record;
  * whatever decodes must encode back to exactly the same bytes, and not
  * fit in one octet less.
  */
@@ -41,10 +42,22 @@ static size_t enc_rcpt(const void *r, unsigned char *buf, size_t cap)
 	return q_rcpt_encode(r, buf, cap);
 }
 
+static size_t enc_hist(const void *h, unsigned char *buf, size_t cap)
+{
+	return hist_rec_encode(h, buf, cap);
+}
+
+static size_t enc_journal(const void *j, unsigned char *buf, size_t cap)
+{
+	return journal_rec_encode(j, buf, cap);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct q_msg m;
 	struct q_rcpt r;
+	struct hist_rec h;
+	struct journal_rec j;
 
 	if (q_msg_decode(data, size, &m) == 0) {
 		if (strlen(m.qid) != QID_LEN || !m.sender || !m.envid || !m.helo || !m.client)
@@ -60,6 +73,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		reencode(enc_rcpt, &r, data, size);
 		q_rcpt_clear(&r);
 	} else if (r.addr || r.orcpt || r.peer || r.reply) {
+		__builtin_trap();
+	}
+	if (hist_rec_decode(data, size, &h) == 0) {
+		if (strlen(h.qid) != QID_LEN || h.state > HIST_EXPIRED || h.tls > HIST_TLS_RESUMED
+		    || !h.sender || !h.rcpt || !h.reply || !h.peer_qid)
+			__builtin_trap();
+		reencode(enc_hist, &h, data, size);
+		hist_rec_clear(&h);
+	} else if (h.sender || h.rcpt || h.reply || h.peer_qid) {
+		__builtin_trap();
+	}
+	if (journal_rec_decode(data, size, &j) == 0) {
+		if (!j.mta_qid || !j.client || !j.sender || !j.verdict)
+			__builtin_trap();
+		reencode(enc_journal, &j, data, size);
+		journal_rec_clear(&j);
+	} else if (j.mta_qid || j.client || j.sender || j.verdict) {
 		__builtin_trap();
 	}
 	return 0;

@@ -1,0 +1,229 @@
+/*
+ * store_journal - tern-milter's journal in LMDB.
+ *
+ * Databases in STATE_DIR/journal:
+ *   jrnl  time_us(be64) . seq(be32)          -> journal record (store_codec)
+ *   jidx  (dupsort) 't' trace id (16 octets) -> jrnl key
+ *                   'q' MTA queue id         -> jrnl key
+ * The map is fixed (JOURNAL_MAP): a full map refuses the batch, which the
+ * caller counts; pruning (history_retention) keeps it from filling. One
+ * writer (the milter's journal thread); readers hold a transaction for
+ * one call only.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <lmdb.h>
+
+#include "store_codec.h"
+#include "store_journal.h"
+#include "xalloc.h"
+
+#define JOURNAL_MAP (4ULL << 30)
+#define JKEY_LEN 12
+#define JIDX_MAX 200
+#define JREC_MAX 4096
+#define JPRUNE_MAX 1000
+
+struct journal_db {
+	MDB_env *env;
+	MDB_dbi jrnl, jidx;
+	uint32_t seq;
+};
+
+/* journal_db_open - open (creating if allowed) the journal in dir */
+struct journal_db *journal_db_open(const char *dir, int readonly, char *err, size_t errlen)
+{
+	struct journal_db *db = xcalloc(1, sizeof(*db));
+	MDB_txn *txn = NULL;
+	unsigned flags = readonly ? 0 : MDB_CREATE;
+	int rc;
+
+	if (!readonly && mkdir(dir, 0750) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "%s: cannot create: %s", dir, strerror(errno));
+		free(db);
+		return NULL;
+	}
+	if ((rc = mdb_env_create(&db->env)) != 0 || (rc = mdb_env_set_maxdbs(db->env, 4)) != 0
+	    || (rc = mdb_env_set_mapsize(db->env, JOURNAL_MAP)) != 0
+	    || (rc = mdb_env_open(db->env, dir, MDB_NOTLS | (readonly ? MDB_RDONLY : 0), 0660)) != 0
+	    || (rc = mdb_txn_begin(db->env, NULL, readonly ? MDB_RDONLY : 0, &txn)) != 0
+	    || (rc = mdb_dbi_open(txn, "jrnl", flags, &db->jrnl)) != 0
+	    || (rc = mdb_dbi_open(txn, "jidx", flags | MDB_DUPSORT, &db->jidx)) != 0
+	    || (rc = mdb_txn_commit(txn)) != 0) {
+		if (txn && rc != 0)
+			mdb_txn_abort(txn);
+		snprintf(err, errlen, "%s: cannot open the milter journal: %s", dir, mdb_strerror(rc));
+		if (db->env)
+			mdb_env_close(db->env);
+		free(db);
+		return NULL;
+	}
+	if (!readonly) {
+		int dead;
+
+		mdb_reader_check(db->env, &dead);
+	}
+	return db;
+}
+
+/* journal_db_close - close the environment and clear the pointer */
+void journal_db_close(struct journal_db **dbp)
+{
+	if (*dbp == NULL)
+		return;
+	mdb_env_close((*dbp)->env);
+	free(*dbp);
+	*dbp = NULL;
+}
+
+/* jkey - time . seq, big-endian */
+static void jkey(unsigned char key[JKEY_LEN], uint64_t t, uint32_t seq)
+{
+	for (int i = 7; i >= 0; i--, t >>= 8)
+		key[i] = (unsigned char)(t & 0xff);
+	for (int i = 11; i >= 8; i--, seq >>= 8)
+		key[i] = (unsigned char)(seq & 0xff);
+}
+
+/* jidx_op - add or delete one index entry; an empty value has none */
+static int jidx_op(MDB_txn *txn, const struct journal_db *db, int add, char kind, const void *v,
+		   size_t vlen, const unsigned char key[JKEY_LEN])
+{
+	unsigned char ik[1 + JIDX_MAX];
+	MDB_val k = {1 + (vlen < JIDX_MAX ? vlen : JIDX_MAX), ik}, d = {JKEY_LEN, (void *)key};
+	int rc;
+
+	if (vlen == 0)
+		return 0;
+	ik[0] = (unsigned char)kind;
+	memcpy(ik + 1, v, k.mv_size - 1);
+	rc = add ? mdb_put(txn, db->jidx, &k, &d, MDB_NODUPDATA) : mdb_del(txn, db->jidx, &k, &d);
+	return rc == MDB_KEYEXIST || rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* jindex - a record's index entries, added or deleted */
+static int jindex(MDB_txn *txn, const struct journal_db *db, int add, const struct journal_rec *r,
+		  const unsigned char key[JKEY_LEN])
+{
+	static const unsigned char none[sizeof(r->trace_id)];
+	int rc = memcmp(r->trace_id, none, sizeof(none)) == 0 ? 0	/* trace = no */
+		: jidx_op(txn, db, add, 't', r->trace_id, sizeof(r->trace_id), key);
+
+	return rc ? rc : jidx_op(txn, db, add, 'q', r->mta_qid, strlen(r->mta_qid), key);
+}
+
+/* prune - drop up to JPRUNE_MAX records older than before */
+static int prune(MDB_txn *txn, const struct journal_db *db, uint64_t before)
+{
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int rc, n = 0;
+
+	if ((rc = mdb_cursor_open(txn, db->jrnl, &cur)) != 0)
+		return rc;
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && n < JPRUNE_MAX;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_GET_CURRENT), n++) {
+		const unsigned char *kb = k.mv_data;
+		unsigned char key[JKEY_LEN];
+		struct journal_rec r;
+		uint64_t t = 0;
+
+		if (k.mv_size != JKEY_LEN)
+			break;
+		for (int i = 0; i < 8; i++)
+			t = t << 8 | kb[i];
+		if (t >= before)
+			break;
+		memcpy(key, kb, JKEY_LEN);
+		if (journal_rec_decode(v.mv_data, v.mv_size, &r) == 0) {
+			rc = jindex(txn, db, 0, &r, key);
+			journal_rec_clear(&r);
+			if (rc != 0)
+				break;
+		}
+		if ((rc = mdb_cursor_del(cur, 0)) != 0)
+			break;
+	}
+	mdb_cursor_close(cur);
+	return rc == 0 || rc == MDB_NOTFOUND || rc == EINVAL ? 0 : rc;
+}
+
+/* journal_db_append - n records (and a bounded prune) in one durable commit */
+int journal_db_append(struct journal_db *db, const struct journal_rec *recs, size_t n,
+		      uint64_t prune_before_us, char *err, size_t errlen)
+{
+	unsigned char buf[JREC_MAX], key[JKEY_LEN];
+	MDB_txn *txn;
+	int rc;
+
+	if ((rc = mdb_txn_begin(db->env, NULL, 0, &txn)) != 0)
+		goto out;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		size_t len = journal_rec_encode(&recs[i], buf, sizeof(buf));
+		MDB_val k = {JKEY_LEN, key}, v = {len, buf};
+
+		if (len == 0)
+			continue;	/* cannot happen with the milter's bounded fields */
+		jkey(key, recs[i].time_us, db->seq++);
+		if ((rc = mdb_put(txn, db->jrnl, &k, &v, 0)) == 0)
+			rc = jindex(txn, db, 1, &recs[i], key);
+	}
+	if (rc == 0 && prune_before_us)
+		rc = prune(txn, db, prune_before_us);
+	if (rc == 0)
+		rc = mdb_txn_commit(txn);	/* synchronous */
+	else
+		mdb_txn_abort(txn);
+out:
+	if (rc != 0)
+		snprintf(err, errlen, "milter journal: %s", mdb_strerror(rc));
+	return rc == 0 ? 0 : -1;
+}
+
+/* journal_db_find - the records under one index key, oldest first; how
+ * many, or -1 */
+int journal_db_find(struct journal_db *db, char kind, const void *key, size_t klen,
+		    journal_fn fn, void *arg)
+{
+	unsigned char ik[1 + JIDX_MAX];
+	struct journal_rec *recs = NULL;
+	MDB_val k = {1 + (klen < JIDX_MAX ? klen : JIDX_MAX), ik}, v;
+	MDB_cursor *cur;
+	MDB_txn *txn;
+	size_t n = 0;
+	int rc, stop = 0;
+
+	ik[0] = (unsigned char)kind;
+	memcpy(ik + 1, key, k.mv_size - 1);
+	if (mdb_txn_begin(db->env, NULL, MDB_RDONLY, &txn) != 0)
+		return -1;
+	if (mdb_cursor_open(txn, db->jidx, &cur) != 0) {
+		mdb_txn_abort(txn);
+		return -1;
+	}
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_KEY); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT_DUP)) {
+		MDB_val jk = v, jv;
+
+		if (mdb_get(txn, db->jrnl, &jk, &jv) != 0)
+			continue;
+		recs = xreallocarray(recs, n + 1, sizeof(*recs));
+		if (journal_rec_decode(jv.mv_data, jv.mv_size, &recs[n]) == 0)
+			n++;
+	}
+	mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	for (size_t i = 0; i < n; i++) {
+		if (!stop)
+			stop = fn(&recs[i], arg);
+		journal_rec_clear(&recs[i]);
+	}
+	free(recs);
+	return (int)n;
+}

@@ -1,0 +1,326 @@
+/*
+ * check_history - delivery history and milter journal records: exact
+ * round trips, every truncation refused, bad kinds and states refused;
+ * the history tables: lookups by queue id, trace id, Message-ID and
+ * recipient (case-blind) find exactly their messages' records in time
+ * order; pruning is bounded and takes the index entries with it. The
+ * milter journal: lookups by trace id and MTA queue id, untraced
+ * messages not indexed under a zero trace id, pruning by age.
+ */
+#include "config.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store.h"
+#include "store_codec.h"
+#include "store_journal.h"
+#include "tmpdir.h"
+#include "unit.h"
+
+#define QA "0000000000AAA"
+#define QB "0000000000BBB"
+#define T0 1700000000000000ULL
+
+/* accept_rec, attempt_rec - records with every field set */
+static struct hist_rec accept_rec(const char *qid, uint64_t t, unsigned char tid, const char *msgid,
+				  const char *rcpts)
+{
+	struct hist_rec h = {0};
+
+	h.kind = HIST_ACCEPT;
+	h.time_us = t;
+	h.size = 1234;
+	h.nrcpt = 2;
+	memset(h.trace_id, tid, sizeof(h.trace_id));
+	memset(h.span_id, 0x22, sizeof(h.span_id));
+	memcpy(h.qid, qid, QID_LEN + 1);
+	h.sender = "s@example.org";
+	h.msgid = (char *)msgid;
+	h.client = "127.0.0.1";
+	h.rcpt = (char *)rcpts;
+	h.peer = h.relay = h.dsn = h.reply = h.peer_qid = "";
+	return h;
+}
+
+static struct hist_rec attempt_rec(const char *qid, uint64_t t, uint32_t idx, const char *rcpt,
+				   uint8_t state)
+{
+	struct hist_rec h = {0};
+
+	h.kind = HIST_ATTEMPT;
+	h.state = state;
+	h.tls = HIST_TLS_RESUMED;
+	h.code = 250;
+	h.idx = idx;
+	h.conn_use = 3;
+	h.time_us = t;
+	for (int i = 0; i < 4; i++)
+		h.delays_us[i] = 1000u * (unsigned)(i + 1);
+	memcpy(h.qid, qid, QID_LEN + 1);
+	h.sender = h.msgid = h.client = "";
+	h.rcpt = (char *)rcpt;
+	h.peer = "smarthost";
+	h.relay = "mx[192.0.2.1]:25";
+	h.dsn = "2.0.0";
+	h.reply = "250 2.0.0 Ok: queued as 4bQ7Xk3Zq1z9sWk";
+	h.peer_qid = "4bQ7Xk3Zq1z9sWk";
+	return h;
+}
+
+/* hist_eq - two records hold the same */
+static void hist_eq(const struct hist_rec *a, const struct hist_rec *b)
+{
+	ck_assert_uint_eq(a->kind, b->kind);
+	ck_assert_uint_eq(a->state, b->state);
+	ck_assert_uint_eq(a->tls, b->tls);
+	ck_assert_uint_eq(a->code, b->code);
+	ck_assert_uint_eq(a->idx, b->idx);
+	ck_assert_uint_eq(a->nrcpt, b->nrcpt);
+	ck_assert_uint_eq(a->conn_use, b->conn_use);
+	ck_assert_uint_eq(a->time_us, b->time_us);
+	ck_assert_uint_eq(a->size, b->size);
+	ck_assert_mem_eq(a->delays_us, b->delays_us, sizeof(a->delays_us));
+	ck_assert_mem_eq(a->trace_id, b->trace_id, sizeof(a->trace_id));
+	ck_assert_mem_eq(a->span_id, b->span_id, sizeof(a->span_id));
+	ck_assert_str_eq(a->qid, b->qid);
+	ck_assert_str_eq(a->sender, b->sender);
+	ck_assert_str_eq(a->msgid, b->msgid);
+	ck_assert_str_eq(a->client, b->client);
+	ck_assert_str_eq(a->rcpt, b->rcpt);
+	ck_assert_str_eq(a->peer, b->peer);
+	ck_assert_str_eq(a->relay, b->relay);
+	ck_assert_str_eq(a->dsn, b->dsn);
+	ck_assert_str_eq(a->reply, b->reply);
+	ck_assert_str_eq(a->peer_qid, b->peer_qid);
+}
+
+START_TEST(test_hist_codec)
+{
+	struct hist_rec in[2], out;
+	unsigned char buf[1024];
+	size_t n;
+
+	in[0] = accept_rec(QA, T0, 0xab, "<m1@example.org>", "a@x\nb@y");
+	in[1] = attempt_rec(QA, T0 + 5, 1, "b@y", HIST_EXPIRED);
+	for (int i = 0; i < 2; i++) {
+		n = hist_rec_encode(&in[i], buf, sizeof(buf));
+		ck_assert_uint_gt(n, 0);
+		ck_assert_uint_eq(hist_rec_encode(&in[i], buf, n - 1), 0);	/* never cut */
+		ck_assert_int_eq(hist_rec_decode(buf, n, &out), 0);
+		hist_eq(&out, &in[i]);
+		hist_rec_clear(&out);
+		for (size_t k = 0; k < n; k++)			/* every truncation */
+			ck_assert_int_eq(hist_rec_decode(buf, k, &out), -1);
+		buf[1] = 3;					/* no such kind */
+		ck_assert_int_eq(hist_rec_decode(buf, n, &out), -1);
+		buf[1] = in[i].kind;
+		buf[2] = HIST_EXPIRED + 1;			/* no such state */
+		ck_assert_int_eq(hist_rec_decode(buf, n, &out), -1);
+		ck_assert_ptr_null(out.reply);
+	}
+}
+END_TEST
+
+START_TEST(test_journal_codec)
+{
+	struct journal_rec in = {T0, {0}, {0}, {0}, 3, "4bQ7Xk3Zq1z9sWk", "[192.0.2.7]",
+				 "s@example.org", "accept"}, out;
+	unsigned char buf[512];
+	size_t n;
+
+	memset(in.trace_id, 0x11, sizeof(in.trace_id));
+	memset(in.span_id, 0x22, sizeof(in.span_id));
+	memset(in.parent_id, 0x33, sizeof(in.parent_id));
+	n = journal_rec_encode(&in, buf, sizeof(buf));
+	ck_assert_uint_gt(n, 0);
+	ck_assert_uint_eq(journal_rec_encode(&in, buf, n - 1), 0);
+	ck_assert_int_eq(journal_rec_decode(buf, n, &out), 0);
+	ck_assert_uint_eq(out.time_us, T0);
+	ck_assert_uint_eq(out.nrcpt, 3);
+	ck_assert_mem_eq(out.trace_id, in.trace_id, 16);
+	ck_assert_mem_eq(out.span_id, in.span_id, 8);
+	ck_assert_mem_eq(out.parent_id, in.parent_id, 8);
+	ck_assert_str_eq(out.mta_qid, in.mta_qid);
+	ck_assert_str_eq(out.client, in.client);
+	ck_assert_str_eq(out.sender, in.sender);
+	ck_assert_str_eq(out.verdict, in.verdict);
+	journal_rec_clear(&out);
+	for (size_t k = 0; k < n; k++)
+		ck_assert_int_eq(journal_rec_decode(buf, k, &out), -1);
+	buf[0] = 2;
+	ck_assert_int_eq(journal_rec_decode(buf, n, &out), -1);
+}
+END_TEST
+
+static char dir[4096], qdir[4200];
+static struct store *st;
+
+static void setup(void)
+{
+	char err[512] = "";
+
+	tmpdir_make(dir, sizeof(dir));
+	snprintf(qdir, sizeof(qdir), "%s/queue", dir);
+	st = store_open(qdir, 0, err, sizeof(err));
+	ck_assert_msg(st != NULL, "store_open: %s", err);
+}
+
+static void teardown(void)
+{
+	store_close(&st);
+	tmpdir_remove(dir);
+}
+
+/* the records of two messages, written as ternd would */
+static struct hist_rec recs[5];
+
+static int put_all(struct store_txn *t, void *arg)
+{
+	int rc;
+
+	(void)arg;
+	for (size_t i = 0; i < N_ELEMENTS(recs); i++)
+		if ((rc = store_hist_put(t, &recs[i])) != 0)
+			return rc;
+	return 0;
+}
+
+/* collect - "qid/kind/idx" of each record found, space-separated */
+static int collect(const struct hist_rec *h, void *arg)
+{
+	char *out = arg;
+
+	snprintf(out + strlen(out), 512 - strlen(out), "%s%s/%u/%u", out[0] ? " " : "", h->qid,
+		 h->kind, h->idx);
+	return 0;
+}
+
+/* find - what a lookup finds */
+static const char *find(char kind, const char *value)
+{
+	static char out[512];
+
+	out[0] = '\0';
+	ck_assert_int_ge(store_hist_find(st, kind, value, collect, out), 0);
+	return out;
+}
+
+static int prune_fn(struct store_txn *t, void *arg)
+{
+	size_t *n = arg, max = n[0], got = 0;
+	int rc = store_hist_prune(t, n[1], max, &got);
+
+	n[2] = got;
+	return rc;
+}
+
+START_TEST(test_hist_store)
+{
+	char err[256];
+	size_t p[3];
+
+	recs[0] = accept_rec(QA, T0, 0xaa, "<m1@example.org>", "Ann@X.example\nbob@y.example");
+	recs[1] = accept_rec(QB, T0 + 10, 0xbb, "<m2@example.org>", "bob@y.example");
+	recs[2] = attempt_rec(QA, T0 + 20, 1, "bob@y.example", RCPT_DEFERRED);
+	recs[3] = attempt_rec(QA, T0 + 30, 0, "Ann@X.example", RCPT_SENT);
+	recs[4] = attempt_rec(QA, T0 + 40, 1, "bob@y.example", RCPT_SENT);
+	ck_assert_int_eq(store_write(st, put_all, NULL, err, sizeof(err)), 0);
+
+	ck_assert_str_eq(find('q', QA), QA "/1/0 " QA "/2/1 " QA "/2/0 " QA "/2/1");
+	ck_assert_str_eq(find('q', QB), QB "/1/0");
+	ck_assert_str_eq(find('t', "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"), QA "/1/0 " QA "/2/1 " QA "/2/0 " QA "/2/1");
+	ck_assert_str_eq(find('m', "<m2@example.org>"), QB "/1/0");
+	ck_assert_str_eq(find('r', "ann@x.EXAMPLE"), QA "/1/0 " QA "/2/1 " QA "/2/0 " QA "/2/1");
+	ck_assert_str_eq(find('r', "bob@y.example"),
+			 QA "/1/0 " QA "/2/1 " QA "/2/0 " QA "/2/1 " QB "/1/0");
+	ck_assert_str_eq(find('r', "nobody@y.example"), "");
+	ck_assert_str_eq(find('q', "0000000000CCC"), "");
+
+	/* bounded: two records per pass, only those older than the cut */
+	p[0] = 2, p[1] = T0 + 25;
+	ck_assert_int_eq(store_write(st, prune_fn, p, err, sizeof(err)), 0);
+	ck_assert_uint_eq(p[2], 2);
+	ck_assert_str_eq(find('q', QB), "");
+	ck_assert_str_eq(find('m', "<m2@example.org>"), "");
+	ck_assert_str_eq(find('t', "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"), "");	/* acceptance gone */
+	ck_assert_str_eq(find('q', QA), QA "/2/1 " QA "/2/0 " QA "/2/1");
+	ck_assert_int_eq(store_write(st, prune_fn, p, err, sizeof(err)), 0);
+	ck_assert_uint_eq(p[2], 1);
+	ck_assert_int_eq(store_write(st, prune_fn, p, err, sizeof(err)), 0);
+	ck_assert_uint_eq(p[2], 0);
+	ck_assert_str_eq(find('q', QA), QA "/2/0 " QA "/2/1");
+	p[0] = 100, p[1] = UINT64_MAX;
+	ck_assert_int_eq(store_write(st, prune_fn, p, err, sizeof(err)), 0);
+	ck_assert_uint_eq(p[2], 2);
+	ck_assert_str_eq(find('q', QA), "");
+	ck_assert_str_eq(find('r', "bob@y.example"), "");
+}
+END_TEST
+
+/* jcollect - the verdicts found, space-separated */
+static int jcollect(const struct journal_rec *r, void *arg)
+{
+	char *out = arg;
+
+	snprintf(out + strlen(out), 256 - strlen(out), "%s%s:%s", out[0] ? " " : "", r->mta_qid,
+		 r->verdict);
+	return 0;
+}
+
+START_TEST(test_journal_store)
+{
+	struct journal_rec r[3] = {
+		{T0, {0}, {0}, {0}, 1, "PQ1", "[192.0.2.1]", "a@x", "accept"},
+		{T0 + 10, {0}, {0}, {0}, 2, "PQ2", "[192.0.2.2]", "b@x", "reject"},
+		{T0 + 20, {0}, {0}, {0}, 1, "", "[192.0.2.3]", "c@x", "tag"},
+	};
+	unsigned char t1[16], zero[16] = {0};
+	char jdir[4300], err[256], out[256];
+	struct journal_db *db;
+
+	memset(t1, 0x77, sizeof(t1));
+	memcpy(r[0].trace_id, t1, 16);
+	memcpy(r[2].trace_id, t1, 16);		/* r[1]: trace = no */
+	snprintf(jdir, sizeof(jdir), "%s/journal", dir);
+	db = journal_db_open(jdir, 0, err, sizeof(err));
+	ck_assert_msg(db != NULL, "%s", err);
+	ck_assert_int_eq(journal_db_append(db, r, 3, 0, err, sizeof(err)), 0);
+	out[0] = '\0';
+	ck_assert_int_eq(journal_db_find(db, 't', t1, 16, jcollect, out), 2);
+	ck_assert_str_eq(out, "PQ1:accept :tag");
+	out[0] = '\0';
+	ck_assert_int_eq(journal_db_find(db, 'q', "PQ2", 3, jcollect, out), 1);
+	ck_assert_str_eq(out, "PQ2:reject");
+	ck_assert_int_eq(journal_db_find(db, 't', zero, 16, jcollect, out), 0);
+	/* a batch may prune: records before T0 + 15 go, with their index */
+	ck_assert_int_eq(journal_db_append(db, NULL, 0, T0 + 15, err, sizeof(err)), 0);
+	out[0] = '\0';
+	ck_assert_int_eq(journal_db_find(db, 't', t1, 16, jcollect, out), 1);
+	ck_assert_str_eq(out, ":tag");
+	ck_assert_int_eq(journal_db_find(db, 'q', "PQ2", 3, jcollect, out), 0);
+	journal_db_close(&db);
+	ck_assert_ptr_null(db);
+	db = journal_db_open(jdir, 1, err, sizeof(err));	/* as ternq reads it */
+	ck_assert_msg(db != NULL, "%s", err);
+	ck_assert_int_eq(journal_db_find(db, 't', t1, 16, jcollect, out), 1);
+	journal_db_close(&db);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("history");
+	TCase *tc = tcase_create("codec"), *ts = tcase_create("store");
+
+	tcase_add_test(tc, test_hist_codec);
+	tcase_add_test(tc, test_journal_codec);
+	suite_add_tcase(s, tc);
+	tcase_add_checked_fixture(ts, setup, teardown);
+	tcase_add_test(ts, test_hist_store);
+	tcase_add_test(ts, test_journal_store);
+	tcase_set_timeout(ts, 60);
+	suite_add_tcase(s, ts);
+	return unit_run(s);
+}
