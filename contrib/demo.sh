@@ -27,7 +27,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 D=${DEMO_DIR:-/var/tmp/tern-demo}
 BURST=${BURST:-1000}
-build=$top/build
+build=${DEMO_BUILDDIR:-$top/build}
 FRONT_PORT=2525 SMARTHOST_PORT=2526 MILTER_PORT=8891
 METRICS_TERND=9465 METRICS_MILTER=9466
 
@@ -89,11 +89,13 @@ demo_stop
 rm -rf "$D"
 mkdir -p "$D" && chmod 0755 "$D"
 
-say "installing packages and building (contrib/build.sh $build)"
-"$top/contrib/build.sh" "$build" >"$D/build.log" 2>&1 || {
-	tail -30 "$D/build.log"
-	die "the build failed; see $D/build.log"
-}
+if [ -z "${DEMO_BUILDDIR:-}" ]; then
+	say "installing packages and building (contrib/build.sh $build)"
+	"$top/contrib/build.sh" "$build" >"$D/build.log" 2>&1 || {
+		tail -30 "$D/build.log"
+		die "the build failed; see $D/build.log"
+	}
+fi
 ternd=$build/src/ternd/ternd milter=$build/src/milter/tern-milter ternq=$build/src/ternq/ternq
 report=$build/src/report/tern-report
 

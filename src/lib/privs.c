@@ -13,6 +13,7 @@
 #include <pwd.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "privs.h"
@@ -83,5 +84,45 @@ int privs_daemonize(char *err, size_t errlen)
 	dup2(fd, 2);
 	if (fd > 2)
 		close(fd);
+	return 0;
+}
+
+/* privs_own_dir - create dir for the daemon user (uid, gid), or check that
+ * it owns it; a root-owned one is taken over when take_root is set (a
+ * RUN_DIR made by a service manager); -1 with err otherwise */
+int privs_own_dir(const char *dir, uid_t uid, gid_t gid, mode_t mode, int take_root, char *err,
+		  size_t errlen)
+{
+	struct stat st;
+
+	if (mkdir(dir, mode) == 0) {
+		if (geteuid() == 0 && chown(dir, uid, gid) < 0) {
+			snprintf(err, errlen, "%s: chown: %s", dir, strerror(errno));
+			return -1;
+		}
+		return 0;
+	}
+	if (errno != EEXIST) {
+		snprintf(err, errlen, "%s: cannot create: %s", dir, strerror(errno));
+		return -1;
+	}
+	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "%s: not a directory", dir);
+		return -1;
+	}
+	if (st.st_uid == 0 && take_root && geteuid() == 0 && uid != 0) {
+		if (chown(dir, uid, gid) < 0 || chmod(dir, mode) < 0) {
+			snprintf(err, errlen, "%s: cannot give it to the tern user: %s", dir,
+				 strerror(errno));
+			return -1;
+		}
+		return 0;
+	}
+	if (st.st_uid != uid) {
+		snprintf(err, errlen,
+			 "%s is owned by uid %u, not by the tern user (uid %u): refusing to use it", dir,
+			 (unsigned)st.st_uid, (unsigned)uid);
+		return -1;
+	}
 	return 0;
 }

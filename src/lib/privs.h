@@ -12,5 +12,7 @@
 int privs_lookup(const char *user, uid_t *uid, gid_t *gid, char *err, size_t errlen);
 int privs_drop(const char *user, char *err, size_t errlen);
 int privs_daemonize(char *err, size_t errlen);
+int privs_own_dir(const char *dir, uid_t uid, gid_t gid, mode_t mode, int take_root, char *err,
+		  size_t errlen);
 
 #endif

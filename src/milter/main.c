@@ -275,6 +275,15 @@ int main(int argc, char **argv)
 			log_fatal("%s", err);
 		log_open(conf->global.syslog_name, 0, cli.verbose);
 	}
+	if (geteuid() == 0) {
+		/* STATE_DIR holds the journal: shared with ternd, owned by tern */
+		uid_t uid;
+		gid_t gid;
+
+		if (privs_lookup(conf->global.user, &uid, &gid, err, sizeof(err)) < 0
+		    || privs_own_dir(conf->global.state_dir, uid, gid, 0750, 0, err, sizeof(err)) < 0)
+			log_warning("%s; messages are not journaled", err);
+	}
 	if (privs_drop(conf->global.user, err, sizeof(err)) < 0)
 		log_fatal("%s", err);
 

@@ -43,32 +43,6 @@ struct ternd ternd = {
 static struct conf **retired;
 static size_t nretired;
 
-/* own_dir - create dir for the tern user, or check that it owns it; a
- * root-owned one is taken over when take_root is set (RUN_DIR made by a
- * service manager) */
-static void own_dir(const char *dir, uid_t uid, gid_t gid, mode_t mode, int take_root)
-{
-	struct stat st;
-
-	if (mkdir(dir, mode) == 0) {
-		if (geteuid() == 0 && chown(dir, uid, gid) < 0)
-			log_fatal("%s: chown: %s", dir, strerror(errno));
-		return;
-	}
-	if (errno != EEXIST)
-		log_fatal("%s: cannot create: %s", dir, strerror(errno));
-	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
-		log_fatal("%s: not a directory", dir);
-	if (st.st_uid == 0 && take_root && geteuid() == 0 && uid != 0) {
-		if (chown(dir, uid, gid) < 0 || chmod(dir, mode) < 0)
-			log_fatal("%s: cannot give it to the tern user: %s", dir, strerror(errno));
-		return;
-	}
-	if (st.st_uid != uid)
-		log_fatal("%s is owned by uid %u, not by the tern user (uid %u): refusing to use it",
-			  dir, (unsigned)st.st_uid, (unsigned)uid);
-}
-
 static int pid_fd = -1;
 
 /* lock_pid_file - one ternd per run directory: lock RUN_DIR/ternd.pid */
@@ -202,9 +176,10 @@ int main(int argc, char **argv)
 		uid = geteuid();
 		gid = getegid();
 	}
-	own_dir(g->state_dir, uid, gid, 0750, 0);
-	own_dir(g->spool_dir, uid, gid, 0750, 0);
-	own_dir(g->run_dir, uid, gid, 0750, 1);
+	if (privs_own_dir(g->state_dir, uid, gid, 0750, 0, err, sizeof(err)) < 0
+	    || privs_own_dir(g->spool_dir, uid, gid, 0750, 0, err, sizeof(err)) < 0
+	    || privs_own_dir(g->run_dir, uid, gid, 0750, 1, err, sizeof(err)) < 0)
+		log_fatal("%s", err);
 	lock_pid_file();
 	listen_setup();
 	control_setup();
