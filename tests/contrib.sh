@@ -1,0 +1,38 @@
+#!/bin/bash
+# contrib.sh - the Grafana dashboard in contrib/ is valid JSON, every query
+# in it is valid PromQL (promtool parses it as a recording rule), and every
+# metric it uses is one the daemons document in their METRICS sections.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib/tap.sh"
+command -v python3 >/dev/null || tap_skip_all "python3 not installed"
+top=$here/..
+dash=$top/contrib/grafana/tern-dashboard.json
+tmp=$(tap_tmpdir)
+
+tap_check "tern-dashboard.json is JSON" python3 -m json.tool "$dash"
+python3 - "$dash" "$tmp/rules.yml" "$tmp/metrics" <<-'EOF'
+	import json, re, sys
+	d = json.load(open(sys.argv[1]))
+	exprs = [t["expr"] for p in d["panels"] for t in p["targets"]]
+	with open(sys.argv[2], "w") as f:
+	    f.write("groups:\n- name: dashboard\n  rules:\n")
+	    for i, e in enumerate(exprs):
+	        f.write("  - record: dashboard:expr%d\n    expr: %s\n" % (i, json.dumps(e)))
+	names = set()
+	for e in exprs:
+	    for m in re.findall(r"\btern_[a-z_]+", e):
+	        names.add(re.sub(r"_(bucket|sum|count)$", "", m))
+	open(sys.argv[3], "w").write("\n".join(sorted(names)) + "\n")
+EOF
+if command -v promtool >/dev/null; then
+	tap_check "promtool parses every dashboard query" promtool check rules "$tmp/rules.yml"
+else
+	tap_skip "promtool parses every dashboard query" "promtool not installed"
+fi
+grep -ho '^\.It Li tern_[a-z_]*' "$top/man/ternd.8" "$top/man/tern-milter.8" | awk '{ print $3 }' |
+	sort -u >"$tmp/documented"
+tap_is "the dashboard uses only documented metrics" "$(comm -23 "$tmp/metrics" "$tmp/documented")" ""
+tap_like "the dashboard covers ternd and tern-milter" "$(tr '\n' ' ' <"$tmp/metrics")" \
+	'tern_deliveries_total .*tern_milter_messages_total .*tern_queue_messages'
+tap_done
