@@ -72,7 +72,7 @@ static uint64_t be_get(const unsigned char *p, size_t width)
 }
 
 /* store_open - open (creating if allowed) the queue environment in dir */
-struct store *store_open(const char *dir, int readonly, char *err, size_t errlen)
+struct store *store_open(const char *dir, int readonly, size_t mapsize, char *err, size_t errlen)
 {
 	struct store *st = xcalloc(1, sizeof(*st));
 	MDB_txn *txn = NULL;
@@ -87,7 +87,7 @@ struct store *store_open(const char *dir, int readonly, char *err, size_t errlen
 	}
 	if ((rc = mdb_env_create(&st->env)) != 0
 	    || (rc = mdb_env_set_maxdbs(st->env, 16)) != 0
-	    || (rc = mdb_env_set_mapsize(st->env, STORE_MAP_INITIAL)) != 0
+	    || (rc = mdb_env_set_mapsize(st->env, mapsize ? mapsize : STORE_MAP_INITIAL)) != 0
 	    || (rc = mdb_env_open(st->env, dir, MDB_NOTLS | (readonly ? MDB_RDONLY : 0), 0660)) != 0) {
 		snprintf(err, errlen, "%s: cannot open queue database: %s", dir, mdb_strerror(rc));
 		goto fail;

@@ -30,7 +30,7 @@ struct store_seg {
 	int closed;			/* no more appends */
 };
 
-struct store *store_open(const char *dir, int readonly, char *err, size_t errlen);
+struct store *store_open(const char *dir, int readonly, size_t mapsize, char *err, size_t errlen);
 void store_close(struct store **st);
 int store_reader_check(struct store *st);
 

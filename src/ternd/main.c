@@ -207,7 +207,7 @@ int main(int argc, char **argv)
 				  ? "another ternd (or ternq) is using this state_dir" : strerror(errno));
 
 		snprintf(path, sizeof(path), "%s/queue", g->state_dir);
-		if ((ternd.store = store_open(path, 0, err, sizeof(err))) == NULL)
+		if ((ternd.store = store_open(path, 0, (size_t)ternd.conf->ternd.queue_map_size, err, sizeof(err))) == NULL)
 			log_fatal("%s", err);
 	}
 	if ((ternd.spool = spool_open(g->spool_dir, ternd.conf->ternd.segment_size, err,

@@ -83,7 +83,7 @@ static struct store *open_store(const struct conf *conf, int readonly)
 	struct store *st;
 
 	snprintf(path, sizeof(path), "%s/queue", conf->global.state_dir);
-	if ((st = store_open(path, readonly, err, sizeof(err))) == NULL) {
+	if ((st = store_open(path, readonly, 0, err, sizeof(err))) == NULL) {
 		fprintf(stderr, "ternq: %s\n", err);
 		exit(EXIT_USAGE);
 	}

@@ -163,7 +163,7 @@ static void setup(void)
 
 	tmpdir_make(dir, sizeof(dir));
 	snprintf(qdir, sizeof(qdir), "%s/queue", dir);
-	st = store_open(qdir, 0, err, sizeof(err));
+	st = store_open(qdir, 0, 0, err, sizeof(err));
 	ck_assert_msg(st != NULL, "store_open: %s", err);
 }
 

@@ -33,7 +33,7 @@ static void setup(void)
 
 	tmpdir_make(dir, sizeof(dir));
 	snprintf(path, sizeof(path), "%s/queue", dir);
-	st = store_open(path, 0, err, sizeof(err));
+	st = store_open(path, 0, 0, err, sizeof(err));
 	ck_assert_msg(st != NULL, "store_open: %s", err);
 	snprintf(path, sizeof(path), "%s/spool", dir);
 	sp = spool_open(path, 1 << 20, err, sizeof(err));

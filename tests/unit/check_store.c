@@ -43,7 +43,7 @@ static void setup(void)
 
 	tmpdir_make(dir, sizeof(dir));
 	snprintf(qdir, sizeof(qdir), "%s/queue", dir);
-	st = store_open(qdir, 0, err, sizeof(err));
+	st = store_open(qdir, 0, 0, err, sizeof(err));
 	ck_assert_msg(st != NULL, "store_open: %s", err);
 }
 
@@ -798,7 +798,7 @@ START_TEST(test_readonly)
 	msg_init(&m, QA, 0);
 	put(&m, &r, 1);
 	store_close(&st);			/* never open one environment twice */
-	st = store_open(qdir, 1, err, sizeof(err));
+	st = store_open(qdir, 1, 0, err, sizeof(err));
 	ck_assert_msg(st != NULL, "readonly open: %s", err);
 	ck_assert_int_eq(store_get(st, QA, &got, &rcpts, &n), 0);
 	msg_eq(&got, &m);
@@ -821,7 +821,7 @@ START_TEST(test_readonly)
 
 	/* read-only never creates */
 	snprintf(missing, sizeof(missing), "%s/none", dir);
-	ck_assert_ptr_null(store_open(missing, 1, err, sizeof(err)));
+	ck_assert_ptr_null(store_open(missing, 1, 0, err, sizeof(err)));
 	ck_assert_msg(strstr(err, "cannot open queue database") != NULL, "%s", err);
 	ck_assert_int_eq(stat(missing, &sb), -1);
 	ck_assert_int_eq(errno, ENOENT);
@@ -838,12 +838,50 @@ START_TEST(test_reopen)
 	store_close(&st);
 	ck_assert_ptr_null(st);
 	store_close(&st);			/* closing NULL is harmless */
-	st = store_open(qdir, 0, err, sizeof(err));
+	st = store_open(qdir, 0, 0, err, sizeof(err));
 	ck_assert_msg(st != NULL, "reopen: %s", err);
 	ck_assert_int_eq(store_get(st, QA, &got, NULL, NULL), 0);
 	msg_eq(&got, &m);
 	q_msg_clear(&got);
 	rcpts_expect(QA, rc_, N_ELEMENTS(rc_));
+}
+END_TEST
+
+/* A store created with a tiny map grows it on demand: every write that
+ * found the map full is replayed after the map doubled, and a reopened
+ * store adopts the grown size. */
+START_TEST(test_map_grows)
+{
+	char err[512] = "", qid[QID_LEN + 1];
+	struct q_msg m, got;
+	int replayed = 0;
+
+	store_close(&st);
+	st = store_open(qdir, 0, 0, err, sizeof(err));	/* the default: 256MB */
+	ck_assert_msg(st != NULL, "%s", err);
+	store_close(&st);
+	snprintf(qdir + strlen(qdir), sizeof(qdir) - strlen(qdir), "-small");
+	st = store_open(qdir, 0, 64 * 1024, err, sizeof(err));
+	ck_assert_msg(st != NULL, "store_open with a 64KB map: %s", err);
+	for (int i = 0; i < 400; i++) {
+		struct put_arg a;
+
+		snprintf(qid, sizeof(qid), "%013d", i);
+		msg_init(&m, qid, (uint64_t)i);
+		a = (struct put_arg){&m, rc_, N_ELEMENTS(rc_), 0};
+		ck_assert_msg(store_write(st, put_fn, &a, err, sizeof(err)) == 0, "write %d: %s", i, err);
+		replayed += a.calls > 1;
+	}
+	ck_assert_msg(replayed > 0, "no write found the 64KB map full");
+	store_close(&st);
+	st = store_open(qdir, 1, 0, err, sizeof(err));
+	ck_assert_msg(st != NULL, "reopen: %s", err);
+	for (int i = 0; i < 400; i += 57) {
+		snprintf(qid, sizeof(qid), "%013d", i);
+		ck_assert_int_eq(store_get(st, qid, &got, NULL, NULL), 0);
+		ck_assert_str_eq(got.qid, qid);
+		q_msg_clear(&got);
+	}
 }
 END_TEST
 
@@ -858,7 +896,7 @@ START_TEST(test_open_fails)
 	ck_assert_ptr_nonnull(fp);
 	fclose(fp);
 	snprintf(path, sizeof(path), "%s/file/queue", dir);
-	ck_assert_ptr_null(store_open(path, 0, err, sizeof(err)));
+	ck_assert_ptr_null(store_open(path, 0, 0, err, sizeof(err)));
 	ck_assert_msg(strstr(err, "cannot create") != NULL, "%s", err);
 }
 END_TEST
@@ -1193,6 +1231,7 @@ int main(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_roundtrip);
+	tcase_add_test(tc, test_map_grows);
 	tcase_add_test(tc, test_get_missing);
 	tcase_add_test(tc, test_schedule_order);
 	tcase_add_test(tc, test_del_msg);
