@@ -10,6 +10,7 @@ packages="
 	postfix miltertest swaks openssl stunnel4 python3 procps iproute2
 	libmicrohttpd-dev curl prometheus
 	pflogsumm
+	sasl2-bin libsasl2-modules
 "
 missing=$(dpkg-query -W -f='${Package} ${Status}\n' $packages 2>/dev/null \
 	| awk '$NF != "installed" { print $1 }'; \

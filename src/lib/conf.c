@@ -246,6 +246,18 @@ static const char *conf_set(enum conf_type type, void *field, const char *value)
 			}
 		return "expected a rate: N/s, N/m or N/h (or 0)";
 	}
+	case CT_RATIO: {
+		/* 0, 1, 0.N or 1.0 (up to 6 decimals): no sign, no exponent */
+		size_t frac = value[1] == '.' ? strspn(value + 2, "0123456789") : 0;
+
+		if ((value[0] != '0' && value[0] != '1')
+		    || (value[1] != '\0' && (value[1] != '.' || frac == 0 || frac > 6
+					     || value[2 + frac] != '\0'))
+		    || (value[0] == '1' && value[1] == '.' && strspn(value + 2, "0") != frac))
+			return "expected a fraction from 0 to 1, such as 0.5";
+		*(double *)field = strtod(value, NULL);
+		return NULL;
+	}
 	case CT_CIDRS: {
 		struct cidr_list *list = cidr_list_parse(value, &why);
 

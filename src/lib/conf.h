@@ -24,7 +24,8 @@ enum conf_tls { TLS_NONE, TLS_MAY, TLS_ENCRYPT, TLS_VERIFY };
 enum conf_tlsver { TLSVER_12, TLSVER_13 };
 
 enum conf_type {
-	CT_STR, CT_BOOL, CT_INT, CT_SIZE, CT_TIME, CT_ACTION, CT_ONERROR, CT_BARENL, CT_TLS, CT_TLSVER, CT_RATE, CT_CIDRS
+	CT_STR, CT_BOOL, CT_INT, CT_SIZE, CT_TIME, CT_ACTION, CT_ONERROR, CT_BARENL, CT_TLS, CT_TLSVER, CT_RATE, CT_CIDRS,
+	CT_RATIO
 };
 
 /* C types of each configuration type; TIME is in milliseconds. */
@@ -40,6 +41,7 @@ enum conf_type {
 #define CONF_CTYPE_TLSVER enum conf_tlsver
 #define CONF_CTYPE_RATE long long	/* microseconds per message; 0: no limit */
 #define CONF_CTYPE_CIDRS struct cidr_list *
+#define CONF_CTYPE_RATIO double		/* 0 .. 1 */
 
 #define P(name, type, def, doc) CONF_CTYPE_##type name;
 struct conf_global {

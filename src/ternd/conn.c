@@ -7,6 +7,11 @@
  * clear: no STARTTLS offered, a failed handshake or a certificate that
  * does not verify fails the connection. Whatever the server sent before
  * the handshake is thrown away, and EHLO is repeated after it.
+ *
+ * AUTH (auth_user) is only ever sent over TLS: a connection that is not
+ * encrypted fails before AUTH or MAIL. The password lives in locked,
+ * read-only sodium memory with the peer's TLS context; copies of it (and
+ * the AUTH payload) are wiped after use and never logged.
  */
 #include "config.h"
 
@@ -24,11 +29,13 @@
 #include <string.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
+#include <sodium.h>
 
 #include "conn.h"
 #include "stats.h"
@@ -243,6 +250,7 @@ struct tls_cache {
 	int len;
 	char key[512];			/* peer/host/port/policy, for conn_tls_save_fn */
 	conn_tls_save_fn save;
+	char *auth_password;		/* sodium_malloc'd, read-only; NULL: none */
 };
 
 static int tls_cache_index = -1;
@@ -256,6 +264,8 @@ static void tls_cache_free_cb(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int i
 	(void)parent, (void)ad, (void)idx, (void)argl, (void)argp;
 	if (tc) {
 		free(tc->der);
+		if (tc->auth_password)
+			sodium_free(tc->auth_password);
 		pthread_mutex_destroy(&tc->lock);
 		free(tc);
 	}
@@ -336,14 +346,105 @@ const char *conn_tls_key(SSL_CTX *ctx)
 	return tc ? tc->key : "";
 }
 
-/* conn_tls_context - the TLS client context for a peer's policy */
+/* secret_open - open a file that must be kept from group and others */
+static int secret_open(const char *peer, const char *param, const char *path, char *err,
+		       size_t errlen)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		snprintf(err, errlen, "[peer %s] %s %s: cannot open: %s", peer, param, path,
+			 strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (st.st_mode & (S_IRWXG | S_IRWXO))) {
+		snprintf(err, errlen, "[peer %s] %s %s: group or others may read or write it "
+			 "(mode %04o): chmod 600 it", peer, param, path, (unsigned)(st.st_mode & 07777));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* read_password - the first line of auth_password_file, in read-only
+ * sodium memory; NULL with err set */
+static char *read_password(const struct conf_peer *peer, char *err, size_t errlen)
+{
+	char buf[1025], *pw = NULL;
+	ssize_t n;
+	size_t len;
+	int fd;
+
+	if ((fd = secret_open(peer->name, "auth_password_file", peer->auth_password_file, err,
+			      errlen)) < 0)
+		return NULL;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	len = strcspn(buf, "\r\n");
+	if (n < 0 || len == 0 || len > 512)
+		snprintf(err, errlen, "[peer %s] auth_password_file %s: %s", peer->name,
+			 peer->auth_password_file, n < 0 ? strerror(errno)
+			 : "the first line must hold the password (1 to 512 octets)");
+	else if ((pw = sodium_malloc(len + 1)) == NULL)
+		snprintf(err, errlen, "[peer %s] cannot allocate secure memory", peer->name);
+	if (pw) {
+		memcpy(pw, buf, len);
+		pw[len] = '\0';
+		sodium_mprotect_readonly(pw);
+	}
+	sodium_memzero(buf, sizeof(buf));
+	return pw;
+}
+
+/* client_cert - tls_cert_file and tls_key_file into the context */
+static int client_cert(SSL_CTX *ctx, const struct conf_peer *peer, char *err, size_t errlen)
+{
+	const char *key = peer->tls_key_file[0] ? peer->tls_key_file : peer->tls_cert_file;
+	int fd;
+
+	if (!peer->tls_cert_file[0])
+		return 0;
+	if ((fd = secret_open(peer->name, peer->tls_key_file[0] ? "tls_key_file" : "tls_cert_file",
+			      key, err, errlen)) < 0)
+		return -1;
+	close(fd);
+	if (SSL_CTX_use_certificate_chain_file(ctx, peer->tls_cert_file) != 1)
+		snprintf(err, errlen, "[peer %s] tls_cert_file %s: cannot load a PEM certificate: %s",
+			 peer->name, peer->tls_cert_file, ERR_reason_error_string(ERR_get_error()));
+	else if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1)
+		snprintf(err, errlen, "[peer %s] %s %s: cannot load a PEM private key: %s",
+			 peer->name, peer->tls_key_file[0] ? "tls_key_file" : "tls_cert_file", key,
+			 ERR_reason_error_string(ERR_get_error()));
+	else if (SSL_CTX_check_private_key(ctx) != 1)
+		snprintf(err, errlen, "[peer %s] the private key in %s does not match the certificate "
+			 "in %s", peer->name, key, peer->tls_cert_file);
+	else
+		return 0;
+	ERR_clear_error();
+	return -1;
+}
+
+/* conn_tls_context - the TLS client context for a peer's policy, with
+ * its client certificate and AUTH password: call it before dropping
+ * privileges, so that root-only files can be read */
 SSL_CTX *conn_tls_context(const struct conf_peer *peer, conn_tls_save_fn save, char *err,
 			  size_t errlen)
 {
 	SSL_CTX *ctx;
+	struct tls_cache *tc;
 
-	if (peer->tls == TLS_NONE)
+	if (peer->tls == TLS_NONE) {
+		if (peer->auth_user[0])
+			snprintf(err, errlen, "[peer %s] auth_user needs TLS, but tls = none: AUTH is only "
+				 "sent over TLS (set tls = encrypt or verify)", peer->name);
+		else if (peer->tls_cert_file[0])
+			snprintf(err, errlen, "[peer %s] tls_cert_file is set, but tls = none", peer->name);
+		else
+			err[0] = '\0';
 		return NULL;
+	}
 	if ((ctx = SSL_CTX_new(TLS_client_method())) == NULL) {
 		snprintf(err, errlen, "cannot create a TLS context");
 		return NULL;
@@ -351,14 +452,25 @@ SSL_CTX *conn_tls_context(const struct conf_peer *peer, conn_tls_save_fn save, c
 	SSL_CTX_set_min_proto_version(ctx, peer->tls_min_version == TLSVER_13 ? TLS1_3_VERSION
 				      : TLS1_2_VERSION);
 	pthread_once(&tls_cache_once, tls_cache_init);
-	{
-		struct tls_cache *tc = xcalloc(1, sizeof(*tc));
-
-		pthread_mutex_init(&tc->lock, NULL);
-		snprintf(tc->key, sizeof(tc->key), "%s/%s/%lld/%s/%s", peer->name, peer->host, peer->port,
-			 conf_tls_name(peer->tls), peer->tls_servername);
-		tc->save = save;
-		SSL_CTX_set_ex_data(ctx, tls_cache_index, tc);
+	tc = xcalloc(1, sizeof(*tc));
+	pthread_mutex_init(&tc->lock, NULL);
+	snprintf(tc->key, sizeof(tc->key), "%s/%s/%lld/%s/%s", peer->name, peer->host, peer->port,
+		 conf_tls_name(peer->tls), peer->tls_servername);
+	tc->save = save;
+	SSL_CTX_set_ex_data(ctx, tls_cache_index, tc);	/* freed with ctx */
+	if (client_cert(ctx, peer, err, errlen) < 0) {
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	if (peer->auth_user[0] && !peer->auth_password_file[0]) {
+		snprintf(err, errlen, "[peer %s] auth_user is set, but auth_password_file is not",
+			 peer->name);
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	if (peer->auth_user[0] && (tc->auth_password = read_password(peer, err, errlen)) == NULL) {
+		SSL_CTX_free(ctx);
+		return NULL;
 	}
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
 	SSL_CTX_sess_set_new_cb(ctx, tls_new_session);
@@ -505,7 +617,84 @@ static int starttls(struct conn *c, SSL_CTX *ctx, const char *helo, long long ti
 	return ehlo(c, helo, timeout);
 }
 
-/* open_host - one host: connect, greeting, EHLO, TLS by policy */
+/* b64_line - "PREFIX" base64(bin) CRLF into out: its length, 0 if too long */
+static size_t b64_line(char *out, size_t outlen, const char *prefix, const unsigned char *bin,
+		       size_t binlen)
+{
+	size_t p = strlen(prefix), b = sodium_base64_ENCODED_LEN(binlen, sodium_base64_VARIANT_ORIGINAL);
+
+	if (p + b + 2 > outlen)
+		return 0;
+	memcpy(out, prefix, p);
+	sodium_bin2base64(out + p, b, bin, binlen, sodium_base64_VARIANT_ORIGINAL);
+	memcpy(out + p + b - 1, "\r\n", 2);	/* b counted the NUL */
+	return p + b + 1;
+}
+
+/* auth_step - one line of the AUTH exchange, wiped once sent; the reply */
+static int auth_step(struct conn *c, char *line, size_t len, struct smtp_reply *r, long long timeout)
+{
+	int rc = len == 0 || conn_write(c, line, len, timeout) < 0 || conn_reply(c, r, timeout) < 0;
+
+	sodium_memzero(line, len);
+	return rc ? -1 : 0;
+}
+
+/* auth - AUTH PLAIN (RFC 4616) when offered, else LOGIN; over TLS only */
+static int auth(struct conn *c, SSL_CTX *ctx, long long timeout)
+{
+	const struct conf_peer *p = c->peer;
+	struct tls_cache *tc = ctx ? SSL_CTX_get_ex_data(ctx, tls_cache_index) : NULL;
+	const char *pw = tc ? tc->auth_password : NULL;
+	size_t ulen = strlen(p->auth_user), plen = pw ? strlen(pw) : 0, len;
+	unsigned char raw[2 + 256 + 512];
+	char line[1200], text[SMTP_REPLY_FORMAT_MAX];
+	struct smtp_reply r;
+	int rc;
+
+	snprintf(c->esc, sizeof(c->esc), "4.7.0");
+	if (c->ssl == NULL)
+		return conn_fail(c, 1, "auth_user is set, but the connection to %s[%s] is not encrypted%s: "
+				 "AUTH and mail go only over TLS", c->host, c->addr,
+				 c->ehlo.flags & SMTP_EXT_STARTTLS ? "" : " (no STARTTLS offered)");
+	if (pw == NULL || ulen > 256)
+		return conn_fail(c, 1, "[peer %s] %s", p->name, pw ? "auth_user is longer than 256 octets"
+				 : "auth_password_file was not read at start: restart ternd");
+	if (!(c->ehlo.flags & SMTP_EXT_AUTH) || !(c->ehlo.auth & (SMTP_AUTH_PLAIN | SMTP_AUTH_LOGIN)))
+		return conn_fail(c, 1, "peer offers no AUTH (PLAIN or LOGIN): %s[%s], and auth_user is set",
+				 c->host, c->addr);
+	if (c->ehlo.auth & SMTP_AUTH_PLAIN) {
+		/* authzid (empty) NUL authcid NUL passwd */
+		raw[0] = '\0';
+		memcpy(raw + 1, p->auth_user, ulen);
+		raw[1 + ulen] = '\0';
+		memcpy(raw + 2 + ulen, pw, plen);
+		len = b64_line(line, sizeof(line), "AUTH PLAIN ", raw, 2 + ulen + plen);
+		sodium_memzero(raw, sizeof(raw));
+		rc = auth_step(c, line, len, &r, timeout);
+	} else {
+		/* LOGIN: the server asks for the user name, then the password */
+		memcpy(line, "AUTH LOGIN\r\n", 12);
+		rc = auth_step(c, line, 12, &r, timeout);
+		if (rc == 0 && r.code == 334)
+			rc = auth_step(c, line, b64_line(line, sizeof(line), "",
+							 (const unsigned char *)p->auth_user, ulen), &r, timeout);
+		if (rc == 0 && r.code == 334)
+			rc = auth_step(c, line, b64_line(line, sizeof(line), "",
+							 (const unsigned char *)pw, plen), &r, timeout);
+	}
+	if (rc < 0)
+		return -1;	/* why is set */
+	if (r.code != 235) {
+		smtp_reply_format(&r, text, sizeof(text));
+		return conn_fail(c, 1, "SASL authentication failed; server %s[%s] said: %s", c->host,
+				 c->addr, text);
+	}
+	c->esc[0] = '\0';
+	return 0;
+}
+
+/* open_host - one host: connect, greeting, EHLO, TLS by policy, AUTH */
 static int open_host(struct conn *c, const char *host, SSL_CTX *ctx, const char *helo, int use_tls)
 {
 	const struct conf_peer *p = c->peer;
@@ -514,6 +703,7 @@ static int open_host(struct conn *c, const char *host, SSL_CTX *ctx, const char 
 
 	smtp_reply_reset(c->parser);
 	c->in_pos = c->in_len = 0;
+	c->esc[0] = '\0';
 	if ((c->fd = tcp_connect(c, host, (int)p->port, deadline)) < 0)
 		return -1;
 	/* tls_wrapper: implicit TLS, before anything else (port 465) */
@@ -530,15 +720,14 @@ static int open_host(struct conn *c, const char *host, SSL_CTX *ctx, const char 
 	}
 	if (ehlo(c, helo, p->command_timeout) < 0)
 		return -1;
-	if (!use_tls || c->ssl)
-		return 0;	/* plain, or already TLS (tls_wrapper) */
-	if (!(c->ehlo.flags & SMTP_EXT_STARTTLS)) {
-		if (p->tls == TLS_MAY)
-			return 0;
+	/* STARTTLS unless plain or already TLS (tls_wrapper) */
+	if (use_tls && !c->ssl && !(c->ehlo.flags & SMTP_EXT_STARTTLS) && p->tls != TLS_MAY)
 		return conn_fail(c, 1, "TLS is required (tls = %s) but %s[%s] does not offer STARTTLS",
 				 conf_tls_name(p->tls), c->host, c->addr);
-	}
-	return starttls(c, ctx, helo, p->command_timeout);
+	if (use_tls && !c->ssl && (c->ehlo.flags & SMTP_EXT_STARTTLS)
+	    && starttls(c, ctx, helo, p->command_timeout) < 0)
+		return -1;
+	return p->auth_user[0] ? auth(c, ctx, p->command_timeout) : 0;
 }
 
 /* conn_open - a ready connection to one of the peer's hosts, in order */
@@ -556,8 +745,9 @@ int conn_open(struct conn *c, const struct conf_peer *peer, SSL_CTX *ctx, const 
 	c->why[0] = '\0';
 	for (char *h = strtok_r(hosts, ", \t", &save); h && rc < 0; h = strtok_r(NULL, ", \t", &save)) {
 		rc = open_host(c, h, ctx, helo, peer->tls != TLS_NONE);
-		if (rc < 0 && peer->tls == TLS_MAY && c->ssl == NULL && c->fd >= 0) {
-			/* Opportunistic TLS failed: try again in clear, as Postfix does. */
+		if (rc < 0 && peer->tls == TLS_MAY && !peer->auth_user[0] && c->ssl == NULL && c->fd >= 0) {
+			/* Opportunistic TLS failed: try again in clear, as Postfix does
+			 * (not with AUTH, which never goes in clear). */
 			conn_close(c, 0);
 			rc = open_host(c, h, ctx, helo, 0);
 		}

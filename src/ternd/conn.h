@@ -1,7 +1,8 @@
 /*
  * conn.h - one outbound SMTP connection to a relay peer: connect with
  * host failover, greeting, EHLO, STARTTLS under the peer's TLS policy,
- * and reply reading with deadlines. Knows nothing of the queue.
+ * AUTH over TLS, and reply reading with deadlines. Knows nothing of the
+ * queue.
  */
 #ifndef TERN_CONN_H
 #define TERN_CONN_H
@@ -33,6 +34,7 @@ struct conn {
 	unsigned messages;		/* transactions on this connection */
 	int opened, busy;		/* counted in tern_connections{state}: idle or busy */
 	char why[512];			/* the last failure, for logs and DSNs */
+	char esc[SMTP_ESC_MAX + 1];	/* its enhanced status code; "": the caller's */
 	int temporary;			/* that failure is worth a retry */
 };
 

@@ -167,6 +167,8 @@ int main(int argc, char **argv)
 	if (ternd.conf->nroutes == 0)
 		log_warning("no [routes]: every recipient will be refused with 550 5.4.4");
 
+	/* As root: relay peers' TLS contexts, client keys, AUTH passwords. */
+	relay_prepare();
 	/* As root: directories, sockets. */
 	umask(027);
 	if (geteuid() == 0) {

@@ -44,8 +44,23 @@
 
 #define RELAY_PEER_JOBS 1024
 #define RCPT_WAIT 0xff			/* outcome: not tried (breaker open), no penalty */
+#define BREAKER_RING 256		/* recent attempts kept per peer */
+#define BREAKER_MIN_ATTEMPTS 20		/* in breaker_window, before rate or latency count */
 
 enum breaker { BREAKER_CLOSED, BREAKER_OPEN, BREAKER_HALF_OPEN };
+
+/* One recent attempt, for breaker_error_rate and breaker_latency. */
+struct attempt {
+	uint64_t at;			/* when it ended, now_us() */
+	uint32_t ms;			/* transaction time; UINT32_MAX: no transaction */
+	int failed;			/* temporary failure: 4xx, lost or no connection */
+};
+
+/* A token bucket (under the peer's lock). */
+struct bucket {
+	double tokens;
+	uint64_t refilled;
+};
 
 struct peer_rt {
 	char *name;
@@ -64,9 +79,10 @@ struct peer_rt {
 	uint64_t open_until;
 	long long cooldown_ms;
 	struct peer_rt *backup;
-	/* rate limit: a token bucket (under lock) */
-	double tokens;
-	uint64_t refilled;
+	struct attempt ring[BREAKER_RING];	/* the newest at ring[(next - 1) % size] */
+	size_t ring_next, ring_len;
+	/* rate limits (under lock) */
+	struct bucket messages, connections;
 };
 
 static struct {
@@ -728,9 +744,83 @@ static int breaker_allow(struct peer_rt *rt, uint64_t now)
 	return ok;
 }
 
+/* breaker_open - open the breaker (under lock); what says why */
+static void breaker_open(struct peer_rt *rt, const struct conf_peer *p, const char *what)
+{
+	if (rt->cooldown_ms <= 0)
+		rt->cooldown_ms = p->breaker_cooldown;
+	rt->breaker = BREAKER_OPEN;
+	metric_set(stats.breaker, rt->breaker, rt->name);
+	rt->open_until = now_us() + (uint64_t)rt->cooldown_ms * 1000;
+	rt->ring_len = 0;	/* after the cooldown, a fresh window */
+	log_warning("peer %s: circuit breaker open for %llds %s%s%s", rt->name, rt->cooldown_ms / 1000,
+		    what, rt->backup ? "; its mail goes to " : "; its mail waits",
+		    rt->backup ? rt->backup->name : "");
+	rt->cooldown_ms *= 2;
+	if (rt->cooldown_ms > p->breaker_max_cooldown)
+		rt->cooldown_ms = p->breaker_max_cooldown;
+}
+
+/* cmp_u32 - qsort order */
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* breaker_attempt - keep an attempt's outcome (ms: its transaction time,
+ * UINT32_MAX when none); open the breaker when, over breaker_window and
+ * at least BREAKER_MIN_ATTEMPTS attempts, too many failed or the P99
+ * transaction time is over breaker_latency. Under lock. */
+static void breaker_attempt(struct peer_rt *rt, const struct conf_peer *p, int failed, uint32_t ms)
+{
+	uint64_t now = now_us(), since = now - (uint64_t)p->breaker_window * 1000;
+	uint32_t times[BREAKER_RING];
+	size_t n = 0, nfail = 0, ntimes = 0;
+	char what[200];
+
+	rt->ring[rt->ring_next] = (struct attempt){now, ms, failed};
+	rt->ring_next = (rt->ring_next + 1) % BREAKER_RING;
+	if (rt->ring_len < BREAKER_RING)
+		rt->ring_len++;
+	if (rt->breaker != BREAKER_CLOSED || (p->breaker_error_rate <= 0 && p->breaker_latency <= 0))
+		return;
+	for (size_t k = 1; k <= rt->ring_len; k++) {
+		const struct attempt *a = &rt->ring[(rt->ring_next + BREAKER_RING - k) % BREAKER_RING];
+
+		if (a->at < since)
+			break;	/* older ones are older still */
+		n++;
+		nfail += a->failed != 0;
+		if (a->ms != UINT32_MAX)
+			times[ntimes++] = a->ms;
+	}
+	if (n < BREAKER_MIN_ATTEMPTS)
+		return;
+	if (p->breaker_error_rate > 0 && (double)nfail > p->breaker_error_rate * (double)n) {
+		snprintf(what, sizeof(what), "after %zu of %zu attempts in %llds failed temporarily "
+			 "(breaker_error_rate %g)", nfail, n, p->breaker_window / 1000, p->breaker_error_rate);
+		breaker_open(rt, p, what);
+	} else if (p->breaker_latency > 0 && ntimes >= BREAKER_MIN_ATTEMPTS) {
+		uint32_t p99;
+
+		qsort(times, ntimes, sizeof(times[0]), cmp_u32);
+		p99 = times[(ntimes * 99 + 99) / 100 - 1];
+		if ((long long)p99 > p->breaker_latency) {
+			snprintf(what, sizeof(what), "after a P99 transaction time of %" PRIu32 "ms over %zu "
+				 "transactions in %llds (breaker_latency %lldms)", p99, ntimes,
+				 p->breaker_window / 1000, p->breaker_latency);
+			breaker_open(rt, p, what);
+		}
+	}
+}
+
 /* breaker_result - count a connection's success or failure */
 static void breaker_result(struct peer_rt *rt, const struct conf_peer *p, int ok, const char *why)
 {
+	char what[700];
+
 	pthread_mutex_lock(&rt->lock);
 	if (ok) {
 		if (rt->breaker != BREAKER_CLOSED)
@@ -740,54 +830,75 @@ static void breaker_result(struct peer_rt *rt, const struct conf_peer *p, int ok
 		rt->failures = 0;
 		rt->cooldown_ms = p->breaker_cooldown;
 	} else if (++rt->failures >= p->breaker_failures || rt->breaker == BREAKER_HALF_OPEN) {
-		if (rt->cooldown_ms <= 0)
-			rt->cooldown_ms = p->breaker_cooldown;
-		rt->breaker = BREAKER_OPEN;
-		metric_set(stats.breaker, rt->breaker, rt->name);
-		rt->open_until = now_us() + (uint64_t)rt->cooldown_ms * 1000;
-		log_warning("peer %s: circuit breaker open for %llds after %d failure%s (%s)%s%s",
-			    rt->name, rt->cooldown_ms / 1000, rt->failures, rt->failures == 1 ? "" : "s",
-			    why, rt->backup ? "; its mail goes to " : "; its mail waits",
-			    rt->backup ? rt->backup->name : "");
-		rt->cooldown_ms *= 2;
-		if (rt->cooldown_ms > p->breaker_max_cooldown)
-			rt->cooldown_ms = p->breaker_max_cooldown;
+		snprintf(what, sizeof(what), "after %d failure%s (%s)", rt->failures,
+			 rt->failures == 1 ? "" : "s", why);
+		breaker_open(rt, p, what);
+	} else {
+		breaker_attempt(rt, p, 1, UINT32_MAX);
 	}
 	pthread_mutex_unlock(&rt->lock);
 }
 
-/* rate_wait - block until the peer's max_message_rate allows one more
- * message: a token bucket of rate_burst tokens refilled smoothly. Mail over
- * the limit just waits here: no deferral, no retry penalty. */
-static void rate_wait(struct peer_rt *rt, const struct conf_peer *p)
+/* timed_transaction - transaction(), its outcome and time kept for the
+ * breaker: failed when it was lost or a recipient was deferred */
+static int timed_transaction(struct peer_rt *rt, struct conn *c, const struct q_msg *m,
+			     struct result *res, const struct q_rcpt **rc, size_t n)
 {
-	double burst = p->rate_burst > 0 ? (double)p->rate_burst : 1.0;
+	uint64_t t0 = now_us();
+	int lost = transaction(c, m, res, rc, n) < 0, failed = lost;
+	uint64_t ms = (now_us() - t0) / 1000;
 
-	if (p->max_message_rate <= 0)
+	for (size_t i = 0; i < res->nout; i++)
+		failed |= res->out[i].state == RCPT_DEFERRED;
+	pthread_mutex_lock(&rt->lock);
+	breaker_attempt(rt, c->peer, failed, ms < UINT32_MAX ? (uint32_t)ms : UINT32_MAX - 1);
+	pthread_mutex_unlock(&rt->lock);
+	return lost ? -1 : 0;
+}
+
+/* bucket_wait - block until the bucket, refilled smoothly with one token
+ * per interval_us and holding at most burst, gives a token. What is over
+ * the limit just waits here: no deferral, no retry penalty. */
+static void bucket_wait(struct peer_rt *rt, struct bucket *b, long long interval_us, double burst)
+{
+	if (interval_us <= 0)
 		return;
 	for (;;) {
 		uint64_t now = now_us(), wait_us;
 
 		pthread_mutex_lock(&rt->lock);
-		if (rt->refilled == 0) {
-			rt->tokens = burst;
-			rt->refilled = now;
+		if (b->refilled == 0) {
+			b->tokens = burst;
+			b->refilled = now;
 		}
-		rt->tokens += (double)(now - rt->refilled) / (double)p->max_message_rate;
-		if (rt->tokens > burst)
-			rt->tokens = burst;
-		rt->refilled = now;
-		if (rt->tokens >= 1.0) {
-			rt->tokens -= 1.0;
+		b->tokens += (double)(now - b->refilled) / (double)interval_us;
+		if (b->tokens > burst)
+			b->tokens = burst;
+		b->refilled = now;
+		if (b->tokens >= 1.0) {
+			b->tokens -= 1.0;
 			pthread_mutex_unlock(&rt->lock);
 			return;
 		}
-		wait_us = (uint64_t)((1.0 - rt->tokens) * (double)p->max_message_rate);
+		wait_us = (uint64_t)((1.0 - b->tokens) * (double)interval_us);
 		pthread_mutex_unlock(&rt->lock);
 		if (relay.stopping)
 			return;
 		usleep(wait_us < 1000000 ? (useconds_t)wait_us + 100 : 1000000);
 	}
+}
+
+/* rate_wait - one message within the peer's max_message_rate */
+static void rate_wait(struct peer_rt *rt, const struct conf_peer *p)
+{
+	bucket_wait(rt, &rt->messages, p->max_message_rate, p->rate_burst > 0 ? (double)p->rate_burst : 1.0);
+}
+
+/* peer_connect - a new connection, within the peer's max_connection_rate */
+static int peer_connect(struct peer_rt *rt, const struct conf_peer *p, struct conn *c)
+{
+	bucket_wait(rt, &rt->connections, p->max_connection_rate, 1.0);
+	return conn_open(c, p, rt->tls, p->helo_name[0] ? p->helo_name : ternd.hostname);
 }
 
 /* deliver - one attempt for one message and peer */
@@ -843,12 +954,12 @@ static void deliver(struct peer_rt *rt, struct conn *c, struct conn *cb, const c
 	}
 	if (c->fd >= 0 && !conn_alive(c))
 		conn_close(c, 0);	/* closed by the peer while idle: open anew */
-	if (c->fd < 0 && conn_open(c, p, rt->tls, p->helo_name[0] ? p->helo_name : ternd.hostname) < 0) {
+	if (c->fd < 0 && peer_connect(rt, p, c) < 0) {
 		breaker_result(rt, p, 0, c->why);
 		res.connected = now_us();
 		for (size_t i = 0; i < ntodo; i++)
 			set_outcome(&res.out[res.nout++], todo[i]->idx, c->temporary ? 450 : 550,
-				    c->temporary ? "4.4.1" : "5.4.1", c->why);
+				    c->temporary ? (c->esc[0] ? c->esc : "4.4.1") : "5.4.1", c->why);
 		snprintf(relay_host, sizeof(relay_host), "none");
 	} else {
 		res.connected = now_us();
@@ -861,7 +972,7 @@ static void deliver(struct peer_rt *rt, struct conn *c, struct conn *cb, const c
 
 		metric_observe(stats.queue_delay, (double)(started - m.arrival_us) / 1e6, rt->name);
 		conn_busy(c, 1);
-		if (transaction(c, &m, &res, todo, ntodo) < 0)
+		if (timed_transaction(rt, c, &m, &res, todo, ntodo) < 0)
 			conn_close(c, 0);
 		else if (p->max_messages_per_connection && c->messages >= (unsigned)p->max_messages_per_connection)
 			conn_close(c, 1);
@@ -961,7 +1072,7 @@ static void *worker(void *arg)
 			if (wa->warm && c.fd < 0 && now - last_try > (uint64_t)p->connect_timeout * 1000) {
 				/* min_idle: keep a connection ready, EHLO and TLS done */
 				last_try = now;
-				if (conn_open(&c, p, rt->tls, p->helo_name[0] ? p->helo_name : ternd.hostname) == 0)
+				if (peer_connect(rt, p, &c) == 0)
 					last_used = now;
 			} else if (c.fd >= 0 && !wa->warm && now - last_used > (uint64_t)p->idle_timeout * 1000) {
 				conn_close(&c, 1);	/* idle_timeout */
@@ -1057,11 +1168,12 @@ static void open_session_key(const struct conf *conf)
 		log_fatal("%s", err);
 }
 
-/* relay_start - start the scheduler and each relayed peer's threads */
-void relay_start(void)
+/* relay_prepare - as root, before the privilege drop: each relayed
+ * peer's TLS context, with its client certificate and AUTH password */
+void relay_prepare(void)
 {
 	const struct conf *conf = ternd_conf();
-	char err[512];
+	char err[1024];
 
 	relay.peers = xcalloc(conf->npeers ? conf->npeers : 1, sizeof(*relay.peers));
 	for (size_t i = 0; i < conf->npeers; i++) {
@@ -1074,11 +1186,23 @@ void relay_start(void)
 		}
 		rt = &relay.peers[relay.npeers++];
 		rt->name = xstrdup(p->name);
-		if (p->tls != TLS_NONE) {
+		if ((rt->tls = conn_tls_context(p, save_session, err, sizeof(err))) == NULL && err[0])
+			log_fatal("%s", err);
+	}
+}
+
+/* relay_start - start the scheduler and each relayed peer's threads */
+void relay_start(void)
+{
+	const struct conf *conf = ternd_conf();
+
+	for (size_t i = 0; i < relay.npeers; i++) {
+		struct peer_rt *rt = &relay.peers[i];
+		const struct conf_peer *p = conf_peer_find(conf, rt->name);
+
+		if (rt->tls) {
 			if (session_key == NULL)
 				open_session_key(conf);
-			if ((rt->tls = conn_tls_context(p, save_session, err, sizeof(err))) == NULL)
-				log_fatal("%s", err);
 			load_session(rt->tls);
 		}
 		pthread_mutex_init(&rt->lock, NULL);

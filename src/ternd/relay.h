@@ -7,6 +7,7 @@
 #include "conf.h"
 #include "qid.h"
 
+void relay_prepare(void);
 void relay_start(void);
 void relay_stop(void);
 void relay_kick(void);

@@ -22,6 +22,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib/tap.sh"
 . "$here/../lib/postfix.sh"
 . "$here/../lib/ternd.sh"
+. "$here/../lib/relay.sh"
 
 [ "$(id -u)" -eq 0 ] || tap_skip_all "must run as root (ternd drops privileges, postfix start)"
 for cmd in swaks smtp-sink smtp-source postfix openssl python3 ss; do
@@ -33,56 +34,6 @@ blast=${top_builddir:-$here/../..}/bench/smtp-blast
 top=$(tap_tmpdir)
 
 # --- helpers --------------------------------------------------------------------
-
-declare -A sink_pid sink_port
-# sink NAME PORT DUMPDIR [smtp-sink options...] - start an smtp-sink that
-# dumps each transaction to DUMPDIR and prints its counters to $top/NAME.out
-sink() {
-	local name=$1 port=$2 dir=$3
-	shift 3
-	mkdir -p "$dir" && chmod 0777 "$dir"
-	smtp-sink -c -u nobody "$@" -d "$dir/%M." "127.0.0.1:$port" 64 >>"$top/$name.out" 2>&1 &
-	sink_pid[$name]=$!
-	sink_port[$name]=$port
-	tap_bg_register "$!"
-	wait_for_port "$port"
-}
-
-# sink_stop NAME - stop a sink (and the connections it holds)
-sink_stop() {
-	kill -TERM "${sink_pid[$1]}" 2>/dev/null
-	wait "${sink_pid[$1]}" 2>/dev/null
-	wait_until 5 sh -c "! ss -Hltn 'sport = :${sink_port[$1]}' | grep -q ."
-}
-
-# files DIR - the number of dumped transactions in DIR
-files() {
-	find "$1" -type f | wc -l
-}
-
-# counters NAME - the sink's last "sess=S quit=Q mesg=M" counter line
-counters() {
-	tr '\r' '\n' <"$top/$1.out" | grep '^sess=' | tail -1
-}
-
-# nlog REGEX - lines of ternd's log matching the extended REGEX
-nlog() {
-	grep -cE "$1" "$TERND_LOG"
-}
-
-# _atleast N REGEX - ternd's log has at least N lines matching REGEX
-_atleast() {
-	[ "$(nlog "$2")" -ge "$1" ]
-}
-
-# send NAME FROM TO [swaks options...] - one message; prints its queue id
-send() {
-	local name=$1 from=$2 to=$3
-	shift 3
-	swaks --server 127.0.0.1 --port "$TERND_PORT" --from "$from" --to "$to" "$@" \
-		>"$top/$name.swaks" 2>&1
-	sed -n 's/^<-  250 2.0.0 Ok: queued as \([0-9A-Z]*\)$/\1/p' "$top/$name.swaks"
-}
 
 # blast_intact DIR - how many dumps in DIR hold smtp-blast's message (-s 10240)
 blast_intact() {
@@ -130,11 +81,6 @@ send_py() {
 	EOF
 }
 
-# rcpt_json QID FIELD - a field of the message's first recipient (ternq show --json)
-rcpt_json() {
-	ternq_ show "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["recipients"][0][sys.argv[1]])' "$2"
-}
-
 # dump_content FILE - a dumped message as sent by its author: without
 # smtp-sink's X-* lines and Received:, and without the Received: ternd added
 dump_content() {
@@ -157,21 +103,7 @@ dump_content() {
 # --- certificates: an ECDSA P-256 CA and smarthost.test signed by it --------------
 
 pki=$top/pki
-mkdir -p "$pki"
-(
-	cd "$pki" &&
-		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-			-keyout ca.key -out ca.pem -subj "/CN=tern relay test CA" \
-			-addext "basicConstraints=critical,CA:TRUE" \
-			-addext "keyUsage=critical,keyCertSign,cRLSign" &&
-		openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-			-keyout server.key -out server.csr -subj "/CN=smarthost.test" &&
-		printf '%s\n' "subjectAltName=DNS:smarthost.test" "basicConstraints=CA:FALSE" \
-			"keyUsage=critical,digitalSignature" "extendedKeyUsage=serverAuth" >server.ext &&
-		openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -set_serial 2 -days 2 \
-			-extfile server.ext -out server.pem
-) >"$top/pki.log" 2>&1
-chmod 0644 "$pki"/*
+pki_make "$pki"
 tap_check "openssl: server certificate for smarthost.test verifies against the CA" \
 	openssl verify -CAfile "$pki/ca.pem" -verify_hostname smarthost.test "$pki/server.pem"
 
@@ -458,13 +390,6 @@ tap_is "4: the behaving sink has it once" "$(grep -l '^Subject: drop 1$' "$top"/
 
 # --- 5. STARTTLS with certificate verification ----------------------------------------
 
-# pf_count REGEX - lines of Postfix's maillog matching REGEX
-pf_count() {
-	grep -cE "$1" "$pf/maillog"
-}
-_pf_atleast() {
-	[ "$(pf_count "$2")" -ge "$1" ]
-}
 smtp-source -m 20 -s 2 -f henry@example.org -t ivan@tls.test "127.0.0.1:$TERND_PORT" \
 	>"$top/source.out" 2>&1
 wait_until 20 _atleast 20 ": $q: to=<ivan@tls\\.test>, .*status=sent "

@@ -66,7 +66,10 @@ START_TEST(test_good)
 		"host = relay.example\n"
 		"tls = encrypt\n"
 		"max_message_rate = 6000/m\n"
+		"max_connection_rate = 2/s\n"
+		"breaker_error_rate = 0.25\n"
 		"[peer backup-1]\n"
+		"breaker_error_rate = 1.0\n"
 		"[routes]\n"
 		"example.org = smarthost\n"
 		".Example.NET = backup-1\n"
@@ -88,6 +91,10 @@ START_TEST(test_good)
 	ck_assert_uint_eq(c->npeers, 2);
 	ck_assert_str_eq(c->peers[1].name, "backup-1");
 	ck_assert_int_eq(c->peers[0].max_message_rate, 10000);	/* 6000/m: 10 ms apart */
+	ck_assert_int_eq(c->peers[0].max_connection_rate, 500000);	/* 2/s */
+	ck_assert_double_eq(c->peers[0].breaker_error_rate, 0.25);
+	ck_assert_double_eq(c->peers[1].breaker_error_rate, 1.0);
+	ck_assert_double_eq(c->peers[1].breaker_latency, 0);		/* off by default */
 	ck_assert_int_eq(c->peers[0].tls, TLS_ENCRYPT);
 	ck_assert_int_eq(c->peers[1].tls, TLS_VERIFY);		/* the default */
 	ck_assert_int_eq(c->peers[1].port, 25);
@@ -133,6 +140,22 @@ static const struct {
 	 "t.conf:2: max_message_rate = 50/x: expected a rate: N/s, N/m or N/h (or 0)"},
 	{"[peer p]\nmax_message_rate = 0/s\n",
 	 "t.conf:2: max_message_rate = 0/s: expected a rate: N/s, N/m or N/h (or 0)"},
+	{"[peer p]\nbreaker_error_rate = 1.5\n",
+	 "t.conf:2: breaker_error_rate = 1.5: expected a fraction from 0 to 1, such as 0.5"},
+	{"[peer p]\nbreaker_error_rate = 0.\n",
+	 "t.conf:2: breaker_error_rate = 0.: expected a fraction from 0 to 1, such as 0.5"},
+	{"[peer p]\nbreaker_error_rate = 5\n",
+	 "t.conf:2: breaker_error_rate = 5: expected a fraction from 0 to 1, such as 0.5"},
+	{"[peer p]\nbreaker_error_rate = 0.1234567\n",
+	 "t.conf:2: breaker_error_rate = 0.1234567: expected a fraction from 0 to 1, such as 0.5"},
+	{"[peer p]\nbreaker_error_rate = 1.01\n",
+	 "t.conf:2: breaker_error_rate = 1.01: expected a fraction from 0 to 1, such as 0.5"},
+	{"[peer p]\nbreaker_error_rate = 0.5x\n",
+	 "t.conf:2: breaker_error_rate = 0.5x: expected a fraction from 0 to 1, such as 0.5"},
+	{"[peer p]\nbreaker_error_rate = -0.5\n",
+	 "t.conf:2: breaker_error_rate = -0.5: expected a fraction from 0 to 1, such as 0.5"},
+	{"[peer p]\nbreaker_error_rate = 1e-1\n",
+	 "t.conf:2: breaker_error_rate = 1e-1: expected a fraction from 0 to 1, such as 0.5"},
 	{"[peer p]\ntls = maybe\n", "t.conf:2: tls = maybe: expected none, may, encrypt or verify"},
 	{"[peer p]\ntls_min_version = TLSv1.1\n",
 	 "t.conf:2: tls_min_version = TLSv1.1: expected TLSv1.2 or TLSv1.3"},

@@ -1,0 +1,100 @@
+# tests/lib/relay.sh - helpers for the relay tests: smtp-sink peers,
+# ternd's log, swaks submissions and ternq's view of a recipient.
+#
+#     . tests/lib/tap.sh; . tests/lib/ternd.sh; . tests/lib/relay.sh
+#     top=$(tap_tmpdir)          # sinks write $top/NAME.out, swaks $top/NAME.swaks
+#     sink NAME PORT DIR [smtp-sink options]; send NAME FROM TO [swaks options]
+#
+# Uses $top, ternd.sh's TERND_PORT and TERND_LOG, and $pf (a postfix.sh
+# instance) for pf_count.
+
+declare -A sink_pid sink_port
+# sink NAME PORT DUMPDIR [smtp-sink options...] - start an smtp-sink that
+# dumps each transaction to DUMPDIR and prints its counters to $top/NAME.out
+sink() {
+	local name=$1 port=$2 dir=$3
+	shift 3
+	mkdir -p "$dir" && chmod 0777 "$dir"
+	smtp-sink -c -u nobody "$@" -d "$dir/%M." "127.0.0.1:$port" 64 >>"$top/$name.out" 2>&1 &
+	sink_pid[$name]=$!
+	sink_port[$name]=$port
+	tap_bg_register "$!"
+	wait_for_port "$port"
+}
+
+# sink_stop NAME - stop a sink (and the connections it holds)
+sink_stop() {
+	kill -TERM "${sink_pid[$1]}" 2>/dev/null
+	wait "${sink_pid[$1]}" 2>/dev/null
+	wait_until 5 sh -c "! ss -Hltn 'sport = :${sink_port[$1]}' | grep -q ."
+}
+
+# files DIR - the number of dumped transactions in DIR
+files() {
+	find "$1" -type f | wc -l
+}
+
+# counters NAME - the sink's last "sess=S quit=Q mesg=M" counter line
+counters() {
+	tr '\r' '\n' <"$top/$1.out" | grep '^sess=' | tail -1
+}
+
+# nlog REGEX - lines of ternd's log matching the extended REGEX
+nlog() {
+	grep -cE "$1" "$TERND_LOG"
+}
+
+# _atleast N REGEX - ternd's log has at least N lines matching REGEX
+_atleast() {
+	[ "$(nlog "$2")" -ge "$1" ]
+}
+
+# send NAME FROM TO [swaks options...] - one message; prints its queue id
+send() {
+	local name=$1 from=$2 to=$3
+	shift 3
+	swaks --server 127.0.0.1 --port "$TERND_PORT" --from "$from" --to "$to" "$@" \
+		>"$top/$name.swaks" 2>&1
+	sed -n 's/^<-  250 2.0.0 Ok: queued as \([0-9A-Z]*\)$/\1/p' "$top/$name.swaks"
+}
+
+# rcpt_json QID FIELD - a field of the message's first recipient (ternq show --json)
+rcpt_json() {
+	ternq_ show "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["recipients"][0][sys.argv[1]])' "$2"
+}
+
+# pf_count REGEX - lines of the Postfix instance $pf's maillog matching REGEX
+pf_count() {
+	grep -cE "$1" "$pf/maillog"
+}
+_pf_atleast() {
+	[ "$(pf_count "$2")" -ge "$1" ]
+}
+
+# pki_make DIR - an ECDSA P-256 test CA (ca.pem) and, signed by it,
+# server.pem for smarthost.test and client.pem (clientAuth), with their
+# keys; all 0644 but client.key (0600, as tls_key_file wants it)
+pki_make() {
+	mkdir -p "$1" || return 1
+	(
+		cd "$1" &&
+			openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+				-keyout ca.key -out ca.pem -subj "/CN=tern relay test CA" \
+				-addext "basicConstraints=critical,CA:TRUE" \
+				-addext "keyUsage=critical,keyCertSign,cRLSign" &&
+			for who in server client; do
+				openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+					-keyout $who.key -out $who.csr -subj "/CN=$who.test" || exit 1
+			done &&
+			printf '%s\n' "subjectAltName=DNS:smarthost.test" "basicConstraints=CA:FALSE" \
+				"keyUsage=critical,digitalSignature" "extendedKeyUsage=serverAuth" >server.ext &&
+			printf '%s\n' "basicConstraints=CA:FALSE" "keyUsage=critical,digitalSignature" \
+				"extendedKeyUsage=clientAuth" >client.ext &&
+			openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -set_serial 2 -days 2 \
+				-extfile server.ext -out server.pem &&
+			openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -set_serial 3 -days 2 \
+				-extfile client.ext -out client.pem
+	) >"$1/pki.log" 2>&1 || return 1
+	chmod 0644 "$1"/*
+	chmod 0600 "$1/client.key"
+}
