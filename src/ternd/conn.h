@@ -15,6 +15,10 @@
 #include "conf.h"
 #include "smtp_reply.h"
 
+/* How message content leaves: sendfile(2) on plain connections, SSL_sendfile
+ * over kernel TLS, else copied through SSL_write (and whenever dot-stuffed). */
+enum conn_send_method { SEND_SENDFILE, SEND_KTLS, SEND_COPY };
+
 struct conn {
 	const struct conf_peer *peer;
 	int fd;
@@ -30,6 +34,9 @@ struct conn {
 	unsigned messages;		/* transactions on this connection */
 	char why[512];			/* the last failure, for logs and DSNs */
 	int temporary;			/* that failure is worth a retry */
+	int established;		/* conn_open succeeded: logged at close */
+	enum conn_send_method method;	/* for content that needs no dot-stuffing */
+	uint64_t sent[3];		/* content octets sent, by conn_send_method */
 };
 
 typedef void (*conn_tls_save_fn)(const char *key, const unsigned char *der, int len);
@@ -44,5 +51,6 @@ int conn_write(struct conn *c, const void *buf, size_t len, long long timeout_ms
 ssize_t conn_send_body(struct conn *c, int fd, off_t offset, size_t len, int dotstuff,
 		       long long timeout_ms);
 int conn_reply(struct conn *c, struct smtp_reply *r, long long timeout_ms);
+const char *conn_send_method_name(enum conn_send_method m);
 
 #endif
