@@ -472,7 +472,8 @@ struct attempt {
 	int dot;			/* DATA: the end of data is yet to be written */
 	int body_sent;			/* a lost final reply may mean delivered */
 	int clean;			/* ended in 2xx: no RSET needed */
-	int again;			/* sent again at once after a lost connection */
+	int behind;			/* written behind another attempt's final reply */
+	int replied;			/* a reply of its own was read */
 	struct result res;
 	char relay_host[400];
 };
@@ -581,6 +582,7 @@ static int tx_replies(struct conn *c, struct attempt *a)
 	if (a->rset) {
 		if (conn_reply(c, &r, p->command_timeout) < 0)
 			return -1;
+		a->replied = 1;
 		if (r.code != 250) {
 			snprintf(c->why, sizeof(c->why), "host %s[%s] refused RSET (%d)", c->host,
 				 c->addr, r.code);
@@ -590,6 +592,7 @@ static int tx_replies(struct conn *c, struct attempt *a)
 	if (c->ehlo.flags & SMTP_EXT_PIPELINING) {
 		if (conn_reply(c, &r, p->command_timeout) < 0)
 			return -1;
+		a->replied = 1;
 		if (r.code != 250) {
 			smtp_reply_format(&r, text, sizeof(text));
 			for (size_t i = 0; i < n; i++)
@@ -800,19 +803,6 @@ static int attempt_load(struct attempt *a, struct peer_rt *home, const struct co
 	return 1;
 }
 
-/* attempt_again - forget what was sent: the transaction goes out anew */
-static void attempt_again(struct attempt *a)
-{
-	if (a->fd >= 0)
-		close(a->fd);
-	a->fd = -1;
-	a->res.nout = 0;
-	memset(a->ok, 0, a->ntodo * sizeof(*a->ok));
-	a->accepted = 0;
-	a->rset = a->dot = a->body_sent = a->clean = 0;
-	a->again = 1;
-}
-
 /* attempt_free - the attempt is over: the message may be offered again */
 static void attempt_free(struct attempt *a)
 {
@@ -827,7 +817,32 @@ static void attempt_free(struct attempt *a)
 		q_rcpts_free(&a->rcpts, a->n);
 		q_msg_clear(&a->m);
 	}
-	done(a->home, a->qid);
+	if (a->home)
+		done(a->home, a->qid);
+}
+
+/* attempt_requeue - none of the attempt's replies was read before the
+ * connection died: its job goes back to the front of the peer's queue,
+ * still busy, to be sent again at once on a new connection */
+static void attempt_requeue(struct attempt *a)
+{
+	struct peer_rt *rt = a->home;
+	char qid[QID_LEN + 1];
+
+	memcpy(qid, a->qid, QID_LEN + 1);
+	if (relay.stopping) {
+		attempt_free(a);	/* it stays queued for the next start */
+		return;
+	}
+	a->home = NULL;
+	attempt_free(a);
+	log_info("%s: connection lost before its replies: sent again", qid);
+	pthread_mutex_lock(&rt->lock);
+	rt->head = (rt->head + RELAY_PEER_JOBS - 1) % RELAY_PEER_JOBS;
+	memcpy(rt->jobs[rt->head], qid, QID_LEN + 1);
+	rt->count++;
+	pthread_cond_signal(&rt->ready);
+	pthread_mutex_unlock(&rt->lock);
 }
 
 /* record - hand an attempt's outcomes to the committer, then log them,
@@ -910,12 +925,14 @@ static int next_attempt(struct peer_rt *rt, const struct conf_peer *p, const str
  * 4.1.1.4), so DATA needs no RSET there.
  *
  * When the connection is lost before the previous final reply was read,
- * that attempt is deferred as any lost one (may be delivered twice); the
- * next one is sent again at once on a new connection rather than
- * deferred: nothing of it can have been accepted with DATA (its content
- * was never sent), and with BDAT a retry later would risk the same
- * duplicate as one now. It was never the peer's fault, so it costs no
- * attempt and no backoff; a failure of the new connection counts as usual.
+ * that attempt is deferred as any lost one (may be delivered twice). An
+ * attempt written behind it none of whose replies was read goes back to
+ * the front of the peer's queue, to be sent again at once on a new
+ * connection rather than deferred: nothing of it can have been accepted
+ * with DATA (its content waits for 354), and with BDAT a retry later would
+ * risk the same duplicate as one now. The loss was not its own, so it
+ * costs no attempt and no backoff; a failure of the new connection counts
+ * as usual.
  */
 static void deliver(struct peer_rt *rt, struct conn *c, struct conn *cb, const char *qid)
 {
@@ -951,71 +968,75 @@ static void deliver(struct peer_rt *rt, struct conn *c, struct conn *cb, const c
 		p = bp;
 		c = cb;
 	}
+	if (c->fd >= 0 && !conn_alive(c))
+		conn_close(c, 0);	/* closed by the peer while idle: open anew */
+	if (c->fd < 0 && conn_open(c, p, rt->tls, p->helo_name[0] ? p->helo_name : ternd.hostname) < 0) {
+		breaker_result(rt, p, 0, c->why);
+		for (size_t i = 0; i < a->ntodo; i++)
+			set_outcome(&a->res.out[a->res.nout++], a->todo[i]->idx,
+				    c->temporary ? 450 : 550, c->temporary ? "4.4.1" : "5.4.1", c->why);
+		snprintf(a->relay_host, sizeof(a->relay_host), "none");
+		record(a, c, conf);
+		attempt_free(a);
+		return;
+	}
+	breaker_result(rt, p, 1, NULL);
+	rate_wait(rt, p);
+	snprintf(a->relay_host, sizeof(a->relay_host), "%s[%s]:%d", c->host, c->addr, c->port);
+	rc = tx_start(c, a, "");
 	for (;;) {
-		/* a: nothing of it is written yet */
-		if (c->fd >= 0 && !conn_alive(c))
-			conn_close(c, 0);	/* closed by the peer while idle: open anew */
-		if (c->fd < 0 && conn_open(c, p, rt->tls, p->helo_name[0] ? p->helo_name : ternd.hostname) < 0) {
-			breaker_result(rt, p, 0, c->why);
-			for (size_t i = 0; i < a->ntodo; i++)
-				set_outcome(&a->res.out[a->res.nout++], a->todo[i]->idx,
-					    c->temporary ? 450 : 550, c->temporary ? "4.4.1" : "5.4.1", c->why);
-			snprintf(a->relay_host, sizeof(a->relay_host), "none");
-			record(a, c, conf);
-			attempt_free(a);
+		/* a: written; with next, b is written behind it */
+		int bdat = (c->ehlo.flags & SMTP_EXT_CHUNKING) != 0;
+
+		if (rc == 0 && !next && bdat && rt == home && next_attempt(home, p, c, b)) {
+			snprintf(b->relay_host, sizeof(b->relay_host), "%s", a->relay_host);
+			b->rset = b->behind = 1;
+			next = 1;
+			if ((rc = tx_start(c, b, "RSET\r\n")) == 1)
+				record(b, c, conf), attempt_free(b), next = 0, rc = 0;
+		}
+		if (rc == 0)
+			rc = tx_replies(c, a);
+		if (rc < 0 && a->behind && !a->replied) {
+			/* none of a's replies came: as if lost before them */
+			conn_close(c, 0);
+			if (next)
+				attempt_requeue(b);
+			attempt_requeue(a);
 			return;
 		}
-		breaker_result(rt, p, 1, NULL);
-		if (!a->again)
-			rate_wait(rt, p);
-		snprintf(a->relay_host, sizeof(a->relay_host), "%s[%s]:%d", c->host, c->addr, c->port);
-		rc = tx_start(c, a, "");
-		for (;;) {
-			/* a: written; with next, b is written behind it */
-			int bdat = (c->ehlo.flags & SMTP_EXT_CHUNKING) != 0;
-
-			if (rc == 0 && !next && bdat && rt == home && next_attempt(home, p, c, b)) {
-				snprintf(b->relay_host, sizeof(b->relay_host), "%s", a->relay_host);
-				b->rset = 1;
-				next = 1;
-				if ((rc = tx_start(c, b, "RSET\r\n")) == 1)
-					record(b, c, conf), attempt_free(b), next = 0, rc = 0;
-			}
-			if (rc == 0)
-				rc = tx_replies(c, a);
-			if (rc == 0 && !next && !bdat && rt == home && next_attempt(home, p, c, b)) {
-				snprintf(b->relay_host, sizeof(b->relay_host), "%s", a->relay_host);
-				next = 1;
-				if ((rc = tx_start(c, b, a->dot ? ".\r\n" : "")) == 1)
-					record(b, c, conf), attempt_free(b), next = 0, rc = 0;
-				else if (rc == 0)
-					a->dot = 0;	/* it went with b's commands */
-			}
-			if (rc == 0)
-				rc = tx_final(c, a);
-			if (rc < 0) {
-				tx_lost(c, a);
-				conn_close(c, 0);
-			} else if (!next && tx_rset(c, a) < 0) {
-				conn_close(c, 0);
-			}
-			record(a, c, conf);
-			attempt_free(a);
-			if (!next) {
-				if (c->fd >= 0 && p->max_messages_per_connection
-				    && c->messages >= (unsigned)p->max_messages_per_connection)
-					conn_close(c, 1);
-				return;
-			}
-			*a = *b;
-			next = 0;
-			if (c->fd < 0) {
-				log_info("%s: connection lost before its replies: sent again", a->qid);
-				attempt_again(a);
-				break;
-			}
-			rc = 0;
+		if (rc == 0 && !next && !bdat && rt == home && next_attempt(home, p, c, b)) {
+			snprintf(b->relay_host, sizeof(b->relay_host), "%s", a->relay_host);
+			b->behind = 1;
+			next = 1;
+			if ((rc = tx_start(c, b, a->dot ? ".\r\n" : "")) == 1)
+				record(b, c, conf), attempt_free(b), next = 0, rc = 0;
+			else if (rc == 0)
+				a->dot = 0;	/* it went with b's commands */
 		}
+		if (rc == 0)
+			rc = tx_final(c, a);
+		if (rc < 0) {
+			tx_lost(c, a);
+			conn_close(c, 0);
+		} else if (!next && tx_rset(c, a) < 0) {
+			conn_close(c, 0);
+		}
+		record(a, c, conf);
+		attempt_free(a);
+		if (!next) {
+			if (c->fd >= 0 && p->max_messages_per_connection
+			    && c->messages >= (unsigned)p->max_messages_per_connection)
+				conn_close(c, 1);
+			return;
+		}
+		*a = *b;
+		next = 0;
+		if (c->fd < 0) {
+			attempt_requeue(a);
+			return;
+		}
+		rc = 0;
 	}
 }
 

@@ -13,7 +13,10 @@
 #      each delivered once, byte for byte
 #   3. the peer takes message 3's content and the next MAIL, then drops the
 #      connection: message 3 is deferred "may be delivered twice", the next
-#      is sent again at once; every message arrives, the queue empties
+#      is sent again at once; every message arrives, the queue empties;
+#      a peer that closes the connection right after message 2's final
+#      reply: message 3, written behind it, is sent again at once, not
+#      deferred, and every message arrives once
 #   4. implicit TLS (stunnel4): content goes by the copy path on a kernel
 #      without kTLS (sendfile=0 ktls=0), byte for byte
 set -u
@@ -29,7 +32,7 @@ top=$(tap_tmpdir)
 recorder=$here/../lib/record_peer.py
 
 declare -A port
-for s in bdat data drop tls tlsfront; do
+for s in bdat data drop close tls tlsfront; do
 	port[$s]=$(free_port)
 done
 
@@ -47,13 +50,14 @@ recorder_start() {
 # peers WITH_HOSTS - the [peer] sections (no host: mail stays queued) and routes
 peers() {
 	local s
-	for s in bdat data drop; do
+	for s in bdat data drop close; do
 		printf '%s\n' "[peer $s]" "tls = none" "max_connections = 1" "min_idle = 0"
 		[ "$1" = yes ] && printf '%s\n' "host = [127.0.0.1]" "port = ${port[$s]}"
 	done
 	printf '%s\n' "[peer tls]" "tls = encrypt" "tls_wrapper = yes" "max_connections = 1" "min_idle = 0"
 	[ "$1" = yes ] && printf '%s\n' "host = [127.0.0.1]" "port = ${port[tlsfront]}"
-	printf '%s\n' "[routes]" "bdat.test = bdat" "data.test = data" "drop.test = drop" "tls.test = tls"
+	printf '%s\n' "[routes]" "bdat.test = bdat" "data.test = data" "drop.test = drop" \
+		"close.test = close" "tls.test = tls"
 }
 
 # logged PEER WORD WHEN - commands WORD the peer logged as arriving WHEN
@@ -107,7 +111,7 @@ python3 - "$TERND_PORT" "$top/orig" <<-'EOF'
 	import os, smtplib, sys
 	port, orig = int(sys.argv[1]), sys.argv[2]
 	s = smtplib.SMTP("127.0.0.1", port, "client.test", timeout=30)
-	for peer, count in (("bdat", 10), ("data", 10), ("drop", 10), ("tls", 3)):
+	for peer, count in (("bdat", 10), ("data", 10), ("drop", 10), ("close", 5), ("tls", 3)):
 	    for i in range(1, count + 1):
 	        lines = ["From: <sender@client.test>", "To: <rcpt%d@%s.test>" % (i, peer),
 	                 "Subject: %s %d" % (peer, i), "Date: Mon, 30 Nov 2026 00:00:00 +0000",
@@ -120,7 +124,7 @@ python3 - "$TERND_PORT" "$top/orig" <<-'EOF'
 	        s.sendmail("sender@client.test", ["rcpt%d@%s.test" % (i, peer)], body)
 	s.quit()
 	EOF
-tap_is "33 messages are queued" "$(ternq_ list --json | wc -l)" 33
+tap_is "38 messages are queued" "$(ternq_ list --json | wc -l)" 38
 ternd_stop
 tap_is "ternd stops cleanly" "$?" 0
 
@@ -129,6 +133,7 @@ tap_is "ternd stops cleanly" "$?" 0
 recorder_start bdat
 recorder_start data --no-chunking
 recorder_start drop --drop-after 3
+recorder_start close --close-after 2
 recorder_start tls
 printf '%s\n' "foreground = yes" "pid =" "[smtps]" "accept = 127.0.0.1:${port[tlsfront]}" \
 	"connect = 127.0.0.1:${port[tls]}" "cert = $top/cert.pem" "key = $top/key.pem" \
@@ -179,10 +184,16 @@ tap_is "3: every message arrived, one of them twice" "$(intact drop)" "11 10"
 tap_is "3: one deferral, the final reply lost" \
 	"$(nlog ": $q: to=<rcpt[0-9]+@drop\\.test>, .*status=deferred \\(lost connection with 127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\] while receiving the reply \\(the message may be delivered twice\\)\\)$")" 1
 tap_is "3: no other deferral" "$(nlog ": $q: to=<rcpt[0-9]+@drop\\.test>, .*status=deferred ")" 1
-tap_is "3: the next message was sent again at once" \
-	"$(nlog ": $q: connection lost before its replies: sent again$")" 1
 tap_is "3: 10 messages logged sent" \
 	"$(nlog ": $q: to=<rcpt[0-9]+@drop\\.test>, .*status=sent ")" 10
+tap_is "3: closed after a final reply: every message arrived once" "$(intact close)" "5 5"
+tap_is "3: ... on two connections" "$(logged close EHLO first)" 2
+tap_is "3: ... none deferred" "$(nlog ": $q: to=<rcpt[0-9]+@close\\.test>, .*status=deferred ")" 0
+tap_is "3: ... 5 logged sent" "$(nlog ": $q: to=<rcpt[0-9]+@close\\.test>, .*status=sent ")" 5
+# drop: message 4, written behind message 3; close: message 3, written
+# behind message 2, and message 4, written (BDAT) behind message 3
+tap_is "3: the messages none of whose replies came were sent again at once" \
+	"$(nlog ": $q: connection lost before its replies: sent again$")" 3
 
 # --- 4. TLS ---------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 command arrives relative to its own replies.
 
     record_peer.py PORT LOG DIR [--no-chunking] [--delay SECONDS]
-                   [--drop-after N]
+                   [--drop-after N] [--close-after N]
 
 Listens on 127.0.0.1:PORT and offers PIPELINING, CHUNKING (unless
 --no-chunking), 8BITMIME and SIZE. Each end of data or BDAT ... LAST is
@@ -19,7 +19,9 @@ un-stuffed, without its end) to DIR/C.N.msg and logged as
 "conn=C stored C.N.msg". --drop-after N: on the Nth message of the whole
 run only, once its content is stored, wait (30 s at most) for the next
 MAIL command, log "conn=C drop" (or "conn=C drop without a next MAIL") and
-close the connection without a final reply.
+close the connection without a final reply. --close-after N: on the Nth
+message of the run only, close the connection right after its final reply
+(log "conn=C close"), leaving unanswered whatever came behind it.
 Replies are counted, never queued out of order. Runs until killed.
 """
 import argparse
@@ -30,7 +32,7 @@ import time
 
 args = None
 lock = threading.Lock()
-state = {"conns": 0, "msgs": 0, "dropped": False}
+state = {"conns": 0, "msgs": 0, "dropped": False, "closed": False}
 
 
 def log(line):
@@ -116,6 +118,12 @@ class Session:
         self.mark = self.got
         self.send("250 2.0.0 Ok: queued as %d.%d" % (self.cid, self.n))
         self.mail, self.rcpts = None, 0
+        with lock:
+            close = nth == args.close_after and not state["closed"]
+            state["closed"] |= close
+        if close:
+            log("conn=%d close" % self.cid)
+            return False
         return True
 
     def run(self):
@@ -207,6 +215,7 @@ def main():
     ap.add_argument("--no-chunking", action="store_true")
     ap.add_argument("--delay", type=float, default=0.3)
     ap.add_argument("--drop-after", type=int, default=0)
+    ap.add_argument("--close-after", type=int, default=0)
     args = ap.parse_args()
     ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
