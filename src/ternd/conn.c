@@ -12,11 +12,17 @@
  * encrypted fails before AUTH or MAIL. The password lives in locked,
  * read-only sodium memory with the peer's TLS context; copies of it (and
  * the AUTH payload) are wiped after use and never logged.
+ * Message content goes out by sendfile(2) on plain connections. TLS
+ * connections ask OpenSSL for kernel TLS (SSL_OP_ENABLE_KTLS); when the
+ * kernel took the send side after the handshake, content goes out by
+ * SSL_sendfile, else it is read from the spool and written with
+ * SSL_write (the copy path: kernels without the tls module).
  */
 #include "config.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -39,6 +45,7 @@
 
 #include "conn.h"
 #include "stats.h"
+#include "log.h"
 #include "xalloc.h"
 
 /* ms_now - monotonic milliseconds */
@@ -188,8 +195,45 @@ int conn_reply(struct conn *c, struct smtp_reply *r, long long timeout_ms)
 	}
 }
 
-/* conn_send_body - the stored body: sendfile when it goes out as it is,
- * else read and (for DATA) dot-stuff it; then nothing else */
+/* conn_send_method_name - a method's name, for logs and metrics */
+const char *conn_send_method_name(enum conn_send_method m)
+{
+	return m == SEND_SENDFILE ? "sendfile" : m == SEND_KTLS ? "ktls" : "copy";
+}
+
+/* send_file - the stored body as it is: sendfile(2), or SSL_sendfile over
+ * kernel TLS */
+static int send_file(struct conn *c, int fd, off_t offset, size_t len, long long deadline)
+{
+	while (len > 0) {
+		ssize_t n;
+
+		if (c->method == SEND_KTLS) {
+			n = SSL_sendfile(c->ssl, fd, offset, len, 0);
+			if (n <= 0) {
+				if (ssl_wait(c, (int)n, deadline) < 0)
+					return -1;
+				continue;
+			}
+			offset += n;
+		} else {
+			n = sendfile(c->fd, fd, &offset, len);	/* moves offset */
+			if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+				if (wait_fd(c->fd, POLLOUT, deadline) < 0)
+					return -1;
+				continue;
+			}
+			if (n <= 0)
+				return -1;
+		}
+		len -= (size_t)n;
+		c->sent[c->method] += (uint64_t)n;
+	}
+	return 0;
+}
+
+/* conn_send_body - the stored body: sendfile (kernel or kTLS) when it goes
+ * out as it is, else read and (for DATA) dot-stuff it; then nothing else */
 ssize_t conn_send_body(struct conn *c, int fd, off_t offset, size_t len, int dotstuff,
 		       long long timeout_ms)
 {
@@ -198,22 +242,12 @@ ssize_t conn_send_body(struct conn *c, int fd, off_t offset, size_t len, int dot
 	size_t left = len;
 	int bol = 1;
 
-	if (!c->ssl && !dotstuff) {
-		while (left > 0) {
-			ssize_t n = sendfile(c->fd, fd, &offset, left);
-
-			if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-				if (wait_fd(c->fd, POLLOUT, deadline) < 0)
-					return conn_fail(c, 1, "conversation with %s[%s] timed out while "
-							 "sending the message", c->host, c->addr);
-				continue;
-			}
-			if (n <= 0)
-				return conn_fail(c, 1, "lost connection with %s[%s] while sending the "
-						 "message", c->host, c->addr);
-			left -= (size_t)n;
-		}
-		metric_add(stats.bytes, len, c->peer->name, stats_send_method[SEND_SENDFILE]);
+	if (!dotstuff && c->method != SEND_COPY) {
+		if (send_file(c, fd, offset, len, deadline) < 0)
+			return conn_fail(c, 1, "%s with %s[%s] while sending the message",
+					 ms_now() >= deadline ? "conversation timed out" : "lost connection",
+					 c->host, c->addr);
+		metric_add(stats.bytes, len, c->peer->name, conn_send_method_name(c->method));
 		return (ssize_t)len;
 	}
 	while (left > 0) {
@@ -231,7 +265,8 @@ ssize_t conn_send_body(struct conn *c, int fd, off_t offset, size_t len, int dot
 		if (io_write(c, out, o, deadline) < 0)
 			return conn_fail(c, 1, "lost connection with %s[%s] while sending the message",
 					 c->host, c->addr);
-		metric_add(stats.bytes, o, c->peer->name, stats_send_method[SEND_COPY]);
+		c->sent[SEND_COPY] += o;
+		metric_add(stats.bytes, o, c->peer->name, conn_send_method_name(SEND_COPY));
 		offset += n;
 		left -= (size_t)n;
 	}
@@ -475,6 +510,8 @@ SSL_CTX *conn_tls_context(const struct conf_peer *peer, conn_tls_save_fn save, c
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
 	SSL_CTX_sess_set_new_cb(ctx, tls_new_session);
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	/* kernel TLS where the kernel has it; checked per connection */
+	SSL_CTX_set_options(ctx, SSL_OP_ENABLE_KTLS);
 	if (peer->tls == TLS_VERIFY) {
 		int ok = peer->tls_ca_file[0]
 			? SSL_CTX_load_verify_locations(ctx, peer->tls_ca_file, NULL)
@@ -743,6 +780,7 @@ int conn_open(struct conn *c, const struct conf_peer *peer, SSL_CTX *ctx, const 
 	c->ssl = NULL;
 	c->messages = 0;
 	c->why[0] = '\0';
+	memset(c->sent, 0, sizeof(c->sent));
 	for (char *h = strtok_r(hosts, ", \t", &save); h && rc < 0; h = strtok_r(NULL, ", \t", &save)) {
 		rc = open_host(c, h, ctx, helo, peer->tls != TLS_NONE);
 		if (rc < 0 && peer->tls == TLS_MAY && !peer->auth_user[0] && c->ssl == NULL && c->fd >= 0) {
@@ -760,6 +798,10 @@ int conn_open(struct conn *c, const struct conf_peer *peer, SSL_CTX *ctx, const 
 	if (c->opened) {
 		metric_add(stats.conns_opened, 1, peer->name);
 		metric_gauge_add(stats.conns, 1, peer->name, "idle");
+		c->method = c->ssl == NULL ? SEND_SENDFILE
+			: BIO_get_ktls_send(SSL_get_wbio(c->ssl)) ? SEND_KTLS : SEND_COPY;
+		log_debug("peer %s: connection to %s[%s]:%d: content by %s", peer->name, c->host,
+			  c->addr, c->port, conn_send_method_name(c->method));
 	}
 	return rc;
 }
@@ -787,6 +829,10 @@ void conn_close(struct conn *c, int polite)
 		if (io_write(c, "QUIT\r\n", 6, ms_now() + 2000) == 0)
 			conn_reply(c, &r, 2000);
 	}
+	if (c->fd >= 0 && c->opened)
+		log_info("peer %s: connection to %s[%s]:%d closed: conn_use=%u, bytes sendfile=%" PRIu64
+			 " ktls=%" PRIu64 " copy=%" PRIu64, c->peer->name, c->host, c->addr, c->port,
+			 c->messages, c->sent[SEND_SENDFILE], c->sent[SEND_KTLS], c->sent[SEND_COPY]);
 	if (c->ssl) {
 		SSL_shutdown(c->ssl);
 		SSL_free(c->ssl);

@@ -16,8 +16,9 @@
 #include "conf.h"
 #include "smtp_reply.h"
 
-/* how conn_send_body sent a body (tern_bytes_sent_total{method}) */
-enum { SEND_SENDFILE, SEND_KTLS, SEND_COPY };
+/* How message content leaves: sendfile(2) on plain connections, SSL_sendfile
+ * over kernel TLS, else copied through SSL_write (and whenever dot-stuffed). */
+enum conn_send_method { SEND_SENDFILE, SEND_KTLS, SEND_COPY };
 
 struct conn {
 	const struct conf_peer *peer;
@@ -32,10 +33,13 @@ struct conn {
 	char in[8192];
 	size_t in_pos, in_len;
 	unsigned messages;		/* transactions on this connection */
-	int opened, busy;		/* counted in tern_connections{state}: idle or busy */
+	int opened, busy;		/* conn_open succeeded (counted in tern_connections{state}:
+					 * idle or busy; logged at close) */
 	char why[512];			/* the last failure, for logs and DSNs */
 	char esc[SMTP_ESC_MAX + 1];	/* its enhanced status code; "": the caller's */
 	int temporary;			/* that failure is worth a retry */
+	enum conn_send_method method;	/* for content that needs no dot-stuffing */
+	uint64_t sent[3];		/* content octets sent, by conn_send_method */
 };
 
 typedef void (*conn_tls_save_fn)(const char *key, const unsigned char *der, int len);
@@ -51,5 +55,6 @@ int conn_write(struct conn *c, const void *buf, size_t len, long long timeout_ms
 ssize_t conn_send_body(struct conn *c, int fd, off_t offset, size_t len, int dotstuff,
 		       long long timeout_ms);
 int conn_reply(struct conn *c, struct smtp_reply *r, long long timeout_ms);
+const char *conn_send_method_name(enum conn_send_method m);
 
 #endif

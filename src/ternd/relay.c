@@ -5,8 +5,10 @@
  * hands (message, peer) jobs to the peer's delivery threads, at most
  * max_connections of them, each keeping its connection open between
  * messages. A delivery thread sends one transaction per message and
- * peer (MAIL, RCPT..., DATA or BDAT, pipelined when offered), then hands
- * the outcome to the committer: sent and bounced recipients are final,
+ * peer (MAIL, RCPT..., DATA or BDAT, pipelined when offered; with
+ * PIPELINING the next waiting message's transaction goes out before the
+ * previous final reply is read), and hands each outcome to the committer
+ * as soon as its final reply is read: sent and bounced recipients are final,
  * deferred ones get their next attempt (exponential backoff with jitter,
  * never past max_queue_lifetime), and a message leaves the queue only in
  * the transaction that records its last final recipient. A 250 that is
@@ -50,7 +52,7 @@
 enum breaker { BREAKER_CLOSED, BREAKER_OPEN, BREAKER_HALF_OPEN };
 
 /* One recent attempt, for breaker_error_rate and breaker_latency. */
-struct attempt {
+struct breaker_sample {
 	uint64_t at;			/* when it ended, now_us() */
 	uint32_t ms;			/* transaction time; UINT32_MAX: no transaction */
 	int failed;			/* temporary failure: 4xx, lost or no connection */
@@ -79,7 +81,7 @@ struct peer_rt {
 	uint64_t open_until;
 	long long cooldown_ms;
 	struct peer_rt *backup;
-	struct attempt ring[BREAKER_RING];	/* the newest at ring[(next - 1) % size] */
+	struct breaker_sample ring[BREAKER_RING];	/* the newest at ring[(next - 1) % size] */
 	size_t ring_next, ring_len;
 	/* rate limits (under lock) */
 	struct bucket messages, connections;
@@ -569,27 +571,74 @@ static void rcpt_params(const struct conn *c, const struct q_rcpt *r, char *out,
 		snprintf(out + o, len - o, " ORCPT=%s", r->orcpt);
 }
 
-/* transaction - one message to one peer over an open connection; fills
- * res->out for every recipient tried; returns -1 if the connection is lost */
-static int transaction(struct conn *c, const struct q_msg *m, struct result *res,
-		       const struct q_rcpt **rc, size_t n)
+/*
+ * One message's attempt over a connection, from the write of its commands
+ * to its final reply. With cross-transaction pipelining a delivery thread
+ * has two open: the oldest waits for its final reply while the next one's
+ * commands (and, with BDAT, its content) are already on the wire.
+ */
+struct attempt {
+	struct peer_rt *home;		/* whose job it is: done() there */
+	char qid[QID_LEN + 1];
+	int loaded;
+	struct q_msg m;
+	struct q_rcpt *rcpts;
+	size_t n;
+	const struct q_rcpt **todo;	/* this peer's recipients due now */
+	size_t ntodo;
+	int *ok;			/* per todo: RCPT accepted */
+	size_t accepted;
+	int fd;				/* the spool body, once open */
+	off_t off;
+	int rset;			/* a pipelined RSET went before its MAIL */
+	int dot;			/* DATA: the end of data is yet to be written */
+	int body_sent;			/* a lost final reply may mean delivered */
+	int clean;			/* ended in 2xx: no RSET needed */
+	int behind;			/* written behind another attempt's final reply */
+	int replied;			/* a reply of its own was read */
+	uint64_t t0;			/* its commands were written: transmission began */
+	struct result res;
+	char relay_host[400];
+};
+
+/* tx_start - write a transaction's commands after lead (the previous
+ * transaction's end of data, or a pipelined RSET), and with BDAT its
+ * content; without PIPELINING, MAIL and each RCPT wait for their reply
+ * here. 0 sent; 1 over (outcomes set); -1 connection lost */
+static int tx_start(struct conn *c, struct attempt *a, const char *lead)
 {
 	const struct conf_peer *p = c->peer;
+	const struct q_msg *m = &a->m;
+	const struct q_rcpt **rc = a->todo;
+	size_t n = a->ntodo;
+	struct result *res = &a->res;
 	int pipelined = (c->ehlo.flags & SMTP_EXT_PIPELINING) != 0;
 	int bdat = (c->ehlo.flags & SMTP_EXT_CHUNKING) != 0;
-	char *cmds = xmalloc(1024 + n * (SMTP_PATH_MAX + SMTP_ORCPT_MAX + 64)), params[700];
+	char *cmds, params[700];
 	char text[SMTP_REPLY_FORMAT_MAX];
-	size_t len = 0, accepted = 0;
+	size_t len = 0;
 	struct smtp_reply r;
-	int *ok = xcalloc(n, sizeof(*ok)), fd = -1, clean = 0;
-	off_t off;
+	int rv = -1;
 
 	res->nout = 0;
+	a->t0 = res->sending = now_us();
+	res->conn_use = c->messages + 1;
+	metric_observe(stats.queue_delay, (double)(a->t0 - m->arrival_us) / 1e6, c->peer->name);
 	metric_add(stats.transactions, 1, p->name, c->messages ? "yes" : "no");
+	/* Before anything is written: a lead still goes with a later write. */
+	if ((a->fd = spool_open_body(ternd.spool, m, &a->off)) < 0) {
+		snprintf(text, sizeof(text), "cannot open the spool file: %s", strerror(errno));
+		for (size_t i = 0; i < n; i++)
+			set_outcome(&res->out[res->nout++], rc[i]->idx, 450, "4.3.0", text);
+		a->clean = 1;	/* nothing was sent */
+		return 1;
+	}
+	cmds = xmalloc(1024 + n * (SMTP_PATH_MAX + SMTP_ORCPT_MAX + 64));
+	len += (size_t)sprintf(cmds + len, "%s", lead);
 	mail_params(c, m, params, sizeof(params));
 	len += (size_t)sprintf(cmds + len, "MAIL FROM:<%s>%s\r\n", m->sender, params);
 	if (!pipelined && (conn_write(c, cmds, len, p->command_timeout) < 0 || (len = 0)))
-		goto lost;
+		goto out;
 	for (size_t i = 0; i < n; i++) {
 		rcpt_params(c, rc[i], params, sizeof(params));
 		len += (size_t)sprintf(cmds + len, "RCPT TO:<%s>%s\r\n", rc[i]->addr, params);
@@ -600,8 +649,11 @@ static int transaction(struct conn *c, const struct q_msg *m, struct result *res
 		len += (size_t)sprintf(cmds + len, "DATA\r\n");
 	if (!pipelined) {
 		/* one command, one reply: MAIL was sent above */
-		if (conn_reply(c, &r, p->command_timeout) < 0)
-			goto lost;
+		rv = 1;
+		if (conn_reply(c, &r, p->command_timeout) < 0) {
+			rv = -1;
+			goto out;
+		}
 		if (r.code != 250) {
 			smtp_reply_format(&r, text, sizeof(text));
 			for (size_t i = 0; i < n; i++)
@@ -615,33 +667,59 @@ static int transaction(struct conn *c, const struct q_msg *m, struct result *res
 			rcpt_params(c, rc[i], params, sizeof(params));
 			k = snprintf(one, sizeof(one), "RCPT TO:<%s>%s\r\n", rc[i]->addr, params);
 			if (conn_write(c, one, (size_t)k, p->command_timeout) < 0
-			    || conn_reply(c, &r, p->command_timeout) < 0)
-				goto lost;
+			    || conn_reply(c, &r, p->command_timeout) < 0) {
+				rv = -1;
+				goto out;
+			}
 			smtp_reply_format(&r, text, sizeof(text));
 			if (r.code == 250 || r.code == 251)
-				ok[i] = 1, accepted++;
+				a->ok[i] = 1, a->accepted++;
 			else
 				set_outcome(&res->out[res->nout++], rc[i]->idx, r.code, r.esc, text);
 		}
-		if (accepted == 0)
+		if (a->accepted == 0)
 			goto out;
+		rv = -1;
 		len = (size_t)sprintf(cmds, bdat ? "BDAT %" PRIu64 " LAST\r\n" : "DATA\r\n", m->size);
 	}
 	if (conn_write(c, cmds, len, p->command_timeout) < 0)
-		goto lost;
-	if ((fd = spool_open_body(ternd.spool, m, &off)) < 0) {
-		conn_close(c, 0);
-		snprintf(c->why, sizeof(c->why), "cannot open the spool file: %s", strerror(errno));
-		goto lost;
-	}
-	if (bdat) {
-		/* BDAT content follows at once, whatever the RCPT replies say. */
-		if (conn_send_body(c, fd, off, m->size, 0, p->data_timeout) < 0)
-			goto lost;
-	}
-	if (pipelined) {
+		goto out;
+	/* BDAT content follows at once, whatever the RCPT replies say. */
+	if (bdat && conn_send_body(c, a->fd, a->off, m->size, 0, p->data_timeout) < 0)
+		goto out;
+	a->body_sent = bdat;
+	rv = 0;
+out:
+	free(cmds);
+	return rv;
+}
+
+/* tx_replies - the replies before the final one: a pipelined RSET, MAIL
+ * and RCPT, DATA's 354, then the DATA content without its end. 0 the
+ * final reply is due; 1 over (outcomes set); -1 connection lost */
+static int tx_replies(struct conn *c, struct attempt *a)
+{
+	const struct conf_peer *p = c->peer;
+	const struct q_rcpt **rc = a->todo;
+	size_t n = a->ntodo;
+	struct result *res = &a->res;
+	char text[SMTP_REPLY_FORMAT_MAX];
+	struct smtp_reply r;
+
+	if (a->rset) {
 		if (conn_reply(c, &r, p->command_timeout) < 0)
-			goto lost;
+			return -1;
+		a->replied = 1;
+		if (r.code != 250) {
+			snprintf(c->why, sizeof(c->why), "host %s[%s] refused RSET (%d)", c->host,
+				 c->addr, r.code);
+			return -1;
+		}
+	}
+	if (c->ehlo.flags & SMTP_EXT_PIPELINING) {
+		if (conn_reply(c, &r, p->command_timeout) < 0)
+			return -1;
+		a->replied = 1;
 		if (r.code != 250) {
 			smtp_reply_format(&r, text, sizeof(text));
 			for (size_t i = 0; i < n; i++)
@@ -649,80 +727,93 @@ static int transaction(struct conn *c, const struct q_msg *m, struct result *res
 		}
 		for (size_t i = 0; i < n; i++) {
 			if (conn_reply(c, &r, p->command_timeout) < 0)
-				goto lost;
+				return -1;
 			if (res->nout >= n)
 				continue;	/* MAIL failed: already set */
 			smtp_reply_format(&r, text, sizeof(text));
 			if (r.code == 250 || r.code == 251)
-				ok[i] = 1, accepted++;
+				a->ok[i] = 1, a->accepted++;
 			else
 				set_outcome(&res->out[res->nout++], rc[i]->idx, r.code, r.esc, text);
 		}
 	}
-	if (!bdat) {
-		if (conn_reply(c, &r, p->command_timeout) < 0)
-			goto lost;
-		if (r.code != 354) {
-			smtp_reply_format(&r, text, sizeof(text));
-			for (size_t i = 0; i < n; i++)
-				if (ok[i])
-					set_outcome(&res->out[res->nout++], rc[i]->idx, r.code, r.esc, text);
-			goto out;
-		}
-		if (accepted == 0) {
-			/* every RCPT refused but DATA said 354: an empty message ends it */
-			if (conn_write(c, ".\r\n", 3, p->command_timeout) < 0
-			    || conn_reply(c, &r, p->data_timeout) < 0)
-				goto lost;
-			goto out;
-		}
-		if (conn_send_body(c, fd, off, m->size, (m->flags & QMSG_DOTLINES) != 0,
-				   p->data_timeout) < 0
-		    || conn_write(c, ".\r\n", 3, p->data_timeout) < 0)
-			goto lost;
+	if (c->ehlo.flags & SMTP_EXT_CHUNKING)
+		return 0;
+	if (conn_reply(c, &r, p->command_timeout) < 0)
+		return -1;
+	if (r.code != 354) {
+		smtp_reply_format(&r, text, sizeof(text));
+		for (size_t i = 0; i < n; i++)
+			if (a->ok[i])
+				set_outcome(&res->out[res->nout++], rc[i]->idx, r.code, r.esc, text);
+		return 1;
 	}
-	if (conn_reply(c, &r, p->data_timeout) < 0)
-		goto lost_after_data;
-	smtp_reply_queue_id(&r, res->peer_qid, sizeof(res->peer_qid));
-	smtp_reply_format(&r, text, sizeof(text));
-	for (size_t i = 0; i < n; i++)
-		if (ok[i])
-			set_outcome(&res->out[res->nout++], rc[i]->idx, r.code, r.esc, text);
-	c->messages++;
-	clean = r.code >= 200 && r.code < 300;
-out:
-	/* A transaction that did not end in 2xx may still be open on the
-	 * server: RSET before the connection serves the next message. */
-	if (!clean && (conn_write(c, "RSET\r\n", 6, p->command_timeout) < 0
-		       || conn_reply(c, &r, p->command_timeout) < 0 || r.code != 250)) {
-		if (fd >= 0)
-			close(fd);
-		free(cmds);
-		free(ok);
-		return -1;	/* outcomes are set; the connection is not reusable */
-	}
-	if (fd >= 0)
-		close(fd);
-	free(cmds);
-	free(ok);
+	/* every RCPT refused but DATA said 354: an empty message ends it */
+	a->dot = 1;
+	if (a->accepted == 0)
+		return 0;
+	if (conn_send_body(c, a->fd, a->off, a->m.size, (a->m.flags & QMSG_DOTLINES) != 0,
+			   p->data_timeout) < 0)
+		return -1;
+	a->body_sent = 1;
 	return 0;
-lost_after_data:
+}
+
+/* tx_final - the end of data if not written yet, and the final reply:
+ * each accepted recipient's outcome. 0 read; -1 connection lost */
+static int tx_final(struct conn *c, struct attempt *a)
+{
+	const struct conf_peer *p = c->peer;
+	char text[SMTP_REPLY_FORMAT_MAX];
+	struct smtp_reply r;
+
+	if (a->dot && conn_write(c, ".\r\n", 3, p->data_timeout) < 0)
+		return -1;
+	a->dot = 0;
+	if (conn_reply(c, &r, p->data_timeout) < 0)
+		return -1;
+	smtp_reply_queue_id(&r, a->res.peer_qid, sizeof(a->res.peer_qid));
+	smtp_reply_format(&r, text, sizeof(text));
+	for (size_t i = 0; i < a->ntodo; i++)
+		if (a->ok[i])
+			set_outcome(&a->res.out[a->res.nout++], a->todo[i]->idx, r.code, r.esc, text);
+	if (a->accepted > 0)
+		c->messages++;
+	a->clean = r.code >= 200 && r.code < 300 && a->accepted > 0;
+	return 0;
+}
+
+/* tx_rset - a transaction that did not end in 2xx may still be open on
+ * the server: RSET before the connection serves the next message */
+static int tx_rset(struct conn *c, const struct attempt *a)
+{
+	struct smtp_reply r;
+
+	if (a->clean)
+		return 0;
+	if (conn_write(c, "RSET\r\n", 6, c->peer->command_timeout) < 0
+	    || conn_reply(c, &r, c->peer->command_timeout) < 0 || r.code != 250)
+		return -1;	/* outcomes are set; the connection is not reusable */
+	return 0;
+}
+
+/* tx_lost - the connection was lost: every recipient without an outcome
+ * is deferred, with a warning when the content may have arrived */
+static void tx_lost(const struct conn *c, struct attempt *a)
+{
+	char why[sizeof(c->why) + 64];
+
 	/* The final reply was lost: it may have been delivered. */
-	strncat(c->why, " (the message may be delivered twice)", sizeof(c->why) - strlen(c->why) - 1);
-lost:
-	for (size_t i = 0; i < n; i++) {
+	snprintf(why, sizeof(why), "%s%s", c->why,
+		 a->body_sent ? " (the message may be delivered twice)" : "");
+	for (size_t i = 0; i < a->ntodo; i++) {
 		int set = 0;
 
-		for (size_t k = 0; k < res->nout; k++)
-			set |= res->out[k].idx == rc[i]->idx;
+		for (size_t k = 0; k < a->res.nout; k++)
+			set |= a->res.out[k].idx == a->todo[i]->idx;
 		if (!set)
-			set_outcome(&res->out[res->nout++], rc[i]->idx, 450, "4.4.2", c->why);
+			set_outcome(&a->res.out[a->res.nout++], a->todo[i]->idx, 450, "4.4.2", why);
 	}
-	if (fd >= 0)
-		close(fd);
-	free(cmds);
-	free(ok);
-	return -1;
 }
 
 /* breaker_allow - may we connect to this peer now? A half-open breaker
@@ -780,14 +871,14 @@ static void breaker_attempt(struct peer_rt *rt, const struct conf_peer *p, int f
 	size_t n = 0, nfail = 0, ntimes = 0;
 	char what[200];
 
-	rt->ring[rt->ring_next] = (struct attempt){now, ms, failed};
+	rt->ring[rt->ring_next] = (struct breaker_sample){now, ms, failed};
 	rt->ring_next = (rt->ring_next + 1) % BREAKER_RING;
 	if (rt->ring_len < BREAKER_RING)
 		rt->ring_len++;
 	if (rt->breaker != BREAKER_CLOSED || (p->breaker_error_rate <= 0 && p->breaker_latency <= 0))
 		return;
 	for (size_t k = 1; k <= rt->ring_len; k++) {
-		const struct attempt *a = &rt->ring[(rt->ring_next + BREAKER_RING - k) % BREAKER_RING];
+		const struct breaker_sample *a = &rt->ring[(rt->ring_next + BREAKER_RING - k) % BREAKER_RING];
 
 		if (a->at < since)
 			break;	/* older ones are older still */
@@ -839,59 +930,56 @@ static void breaker_result(struct peer_rt *rt, const struct conf_peer *p, int ok
 	pthread_mutex_unlock(&rt->lock);
 }
 
-/* timed_transaction - transaction(), its outcome and time kept for the
- * breaker: failed when it was lost or a recipient was deferred */
-static int timed_transaction(struct peer_rt *rt, struct conn *c, const struct q_msg *m,
-			     struct result *res, const struct q_rcpt **rc, size_t n)
+/* bucket_take - under rt->lock: take a token from the bucket, refilled
+ * smoothly with one token per interval_us and holding at most burst; 0
+ * when taken (or no limit), else the microseconds until one is there */
+static uint64_t bucket_take(struct bucket *b, long long interval_us, double burst)
 {
-	uint64_t t0 = now_us();
-	int lost = transaction(c, m, res, rc, n) < 0, failed = lost;
-	uint64_t ms = (now_us() - t0) / 1000;
+	uint64_t now = now_us();
 
-	for (size_t i = 0; i < res->nout; i++)
-		failed |= res->out[i].state == RCPT_DEFERRED;
-	pthread_mutex_lock(&rt->lock);
-	breaker_attempt(rt, c->peer, failed, ms < UINT32_MAX ? (uint32_t)ms : UINT32_MAX - 1);
-	pthread_mutex_unlock(&rt->lock);
-	return lost ? -1 : 0;
+	if (interval_us <= 0)
+		return 0;
+	if (b->refilled == 0) {
+		b->tokens = burst;
+		b->refilled = now;
+	}
+	b->tokens += (double)(now - b->refilled) / (double)interval_us;
+	if (b->tokens > burst)
+		b->tokens = burst;
+	b->refilled = now;
+	if (b->tokens >= 1.0) {
+		b->tokens -= 1.0;
+		return 0;
+	}
+	return (uint64_t)((1.0 - b->tokens) * (double)interval_us) + 1;
 }
 
-/* bucket_wait - block until the bucket, refilled smoothly with one token
- * per interval_us and holding at most burst, gives a token. What is over
- * the limit just waits here: no deferral, no retry penalty. */
+/* bucket_wait - block until the bucket gives a token. What is over the
+ * limit just waits here: no deferral, no retry penalty. */
 static void bucket_wait(struct peer_rt *rt, struct bucket *b, long long interval_us, double burst)
 {
-	if (interval_us <= 0)
-		return;
 	for (;;) {
-		uint64_t now = now_us(), wait_us;
+		uint64_t wait_us;
 
 		pthread_mutex_lock(&rt->lock);
-		if (b->refilled == 0) {
-			b->tokens = burst;
-			b->refilled = now;
-		}
-		b->tokens += (double)(now - b->refilled) / (double)interval_us;
-		if (b->tokens > burst)
-			b->tokens = burst;
-		b->refilled = now;
-		if (b->tokens >= 1.0) {
-			b->tokens -= 1.0;
-			pthread_mutex_unlock(&rt->lock);
-			return;
-		}
-		wait_us = (uint64_t)((1.0 - b->tokens) * (double)interval_us);
+		wait_us = bucket_take(b, interval_us, burst);
 		pthread_mutex_unlock(&rt->lock);
-		if (relay.stopping)
+		if (wait_us == 0 || relay.stopping)
 			return;
 		usleep(wait_us < 1000000 ? (useconds_t)wait_us + 100 : 1000000);
 	}
 }
 
+/* rate_burst - the peer's max_message_rate bucket size */
+static double rate_burst(const struct conf_peer *p)
+{
+	return p->rate_burst > 0 ? (double)p->rate_burst : 1.0;
+}
+
 /* rate_wait - one message within the peer's max_message_rate */
 static void rate_wait(struct peer_rt *rt, const struct conf_peer *p)
 {
-	bucket_wait(rt, &rt->messages, p->max_message_rate, p->rate_burst > 0 ? (double)p->rate_burst : 1.0);
+	bucket_wait(rt, &rt->messages, p->max_message_rate, rate_burst(p));
 }
 
 /* peer_connect - a new connection, within the peer's max_connection_rate */
@@ -901,52 +989,220 @@ static int peer_connect(struct peer_rt *rt, const struct conf_peer *p, struct co
 	return conn_open(c, p, rt->tls, p->helo_name[0] ? p->helo_name : ternd.hostname);
 }
 
-/* deliver - one attempt for one message and peer */
+/* attempt_load - a job's message and this peer's recipients due now;
+ * 0 when there is nothing to send (then attempt_free) */
+static int attempt_load(struct attempt *a, struct peer_rt *home, const struct conf_peer *p,
+			const char *qid)
+{
+	uint64_t now = now_us();
+
+	memset(a, 0, sizeof(*a));
+	a->home = home;
+	a->fd = -1;
+	memcpy(a->qid, qid, QID_LEN + 1);
+	if (p == NULL || store_get(ternd.store, qid, &a->m, &a->rcpts, &a->n) != 0)
+		return 0;
+	a->loaded = 1;
+	if (a->m.flags & QMSG_HOLD)
+		return 0;
+	a->todo = xcalloc(a->n ? a->n : 1, sizeof(*a->todo));
+	for (size_t i = 0; i < a->n && a->ntodo < (size_t)p->max_rcpts_per_transaction; i++)
+		if ((a->rcpts[i].state == RCPT_QUEUED || a->rcpts[i].state == RCPT_DEFERRED)
+		    && a->rcpts[i].next_us <= now && strcmp(a->rcpts[i].peer, home->name) == 0)
+			a->todo[a->ntodo++] = &a->rcpts[i];
+	if (a->ntodo == 0)
+		return 0;
+	memcpy(a->res.qid, qid, QID_LEN + 1);
+	a->res.start = now;
+	a->res.out = xcalloc(a->ntodo, sizeof(*a->res.out));
+	a->ok = xcalloc(a->ntodo, sizeof(*a->ok));
+	return 1;
+}
+
+/* attempt_free - the attempt is over: the message may be offered again */
+static void attempt_free(struct attempt *a)
+{
+	if (a->fd >= 0)
+		close(a->fd);
+	free(a->res.out);
+	q_msg_clear(&a->res.msg);
+	q_rcpts_free(&a->res.rcpts, a->res.nrcpts);
+	free(a->ok);
+	free(a->todo);
+	if (a->loaded) {
+		q_rcpts_free(&a->rcpts, a->n);
+		q_msg_clear(&a->m);
+	}
+	if (a->home)
+		done(a->home, a->qid);
+}
+
+/* attempt_requeue - none of the attempt's replies was read before the
+ * connection died: its job goes back to the front of the peer's queue,
+ * still busy, to be sent again at once on a new connection */
+static void attempt_requeue(struct attempt *a)
+{
+	struct peer_rt *rt = a->home;
+	char qid[QID_LEN + 1];
+
+	memcpy(qid, a->qid, QID_LEN + 1);
+	if (relay.stopping) {
+		attempt_free(a);	/* it stays queued for the next start */
+		return;
+	}
+	a->home = NULL;
+	attempt_free(a);
+	log_info("%s: connection lost before its replies: sent again", qid);
+	pthread_mutex_lock(&rt->lock);
+	rt->head = (rt->head + RELAY_PEER_JOBS - 1) % RELAY_PEER_JOBS;
+	memcpy(rt->jobs[rt->head], qid, QID_LEN + 1);
+	rt->count++;
+	pthread_cond_signal(&rt->ready);
+	pthread_mutex_unlock(&rt->lock);
+}
+
+/* record - hand an attempt's outcomes to the committer, then log them,
+ * count them, bounce and clean up; rt is the peer it went to */
+static void record(struct attempt *a, struct peer_rt *rt, const struct conn *c,
+		   const struct conf *conf)
+{
+	struct result *res = &a->res;
+	struct job job;
+
+	res->now = now_us();
+	res->conf = conf;
+	res->relay = a->relay_host[0] ? a->relay_host : "none";
+	if ((c->fd >= 0 || c->why[0] == '\0') && c->ssl)
+		res->tls = c->tls_resumed ? HIST_TLS_RESUMED : HIST_TLS_FULL;
+	if (a->t0) {
+		/* a transaction: its time and outcome count for the breaker */
+		uint64_t ms = (res->now - a->t0) / 1000;
+		int failed = 0;
+
+		for (size_t i = 0; i < res->nout; i++)
+			failed |= res->out[i].state == RCPT_DEFERRED;
+		metric_observe(stats.transmission, (double)(res->now - a->t0) / 1e6, rt->name);
+		pthread_mutex_lock(&rt->lock);
+		breaker_attempt(rt, c->peer, failed, ms < UINT32_MAX ? (uint32_t)ms : UINT32_MAX - 1);
+		pthread_mutex_unlock(&rt->lock);
+	}
+	/* apply_result loads the current records into res.msg and res.rcpts */
+	memset(&job, 0, sizeof(job));
+	job.kind = JOB_WRITE;
+	job.write = apply_result;
+	job.arg = res;
+	if (commit_submit(&job) < 0) {
+		log_error("%s: cannot record the delivery attempt: %s", a->qid, job.err);
+	} else if (res->msg.sender == NULL) {
+		log_info("%s: removed from the queue during the delivery attempt", a->qid);
+	} else {
+		int bounced = 0;
+
+		log_outcomes(res);
+		if (otlp_enabled())
+			emit_spans(res);
+		for (size_t i = 0; i < res->nout; i++)
+			bounced |= res->out[i].state == RCPT_BOUNCED;
+		for (size_t i = 0; i < res->nout; i++)
+			stats_delivery(rt->name, res->out[i].state, res->out[i].esc);
+		stats_queue(res->was, res->after);
+		if (bounced)
+			bounce(res, conf, c->host[0] ? c->host : NULL);
+		if (res->removed) {
+			queue_op_cleanup(ternd.spool, &res->del);
+			pthread_mutex_lock(&ternd.lock);
+			ternd.queued--;
+			pthread_mutex_unlock(&ternd.lock);
+			log_info("%s: removed", a->qid);
+		}
+	}
+}
+
+/* next_attempt - the peer's next job, if one is waiting, the breaker is
+ * closed, the rate allows it and the connection may carry one more
+ * message after those in flight; never waits. 1 loaded into a */
+static int next_attempt(struct peer_rt *rt, const struct conf_peer *p, const struct conn *c,
+			struct attempt *a)
+{
+	if (!(c->ehlo.flags & SMTP_EXT_PIPELINING) || c->fd < 0 || relay.stopping
+	    || (p->max_messages_per_connection
+		&& c->messages + 1 >= (unsigned)p->max_messages_per_connection))
+		return 0;
+	for (;;) {
+		char qid[QID_LEN + 1];
+		int got = 0;
+
+		pthread_mutex_lock(&rt->lock);
+		if (rt->count > 0 && rt->breaker == BREAKER_CLOSED
+		    && bucket_take(&rt->messages, p->max_message_rate, rate_burst(p)) == 0) {
+			memcpy(qid, rt->jobs[rt->head], QID_LEN + 1);
+			rt->head = (rt->head + 1) % RELAY_PEER_JOBS;
+			rt->count--;
+			got = 1;
+		}
+		pthread_mutex_unlock(&rt->lock);
+		if (!got)
+			return 0;
+		if (attempt_load(a, rt, p, qid)) {
+			a->res.connected = a->res.start;	/* no connection of its own to wait for */
+			return 1;
+		}
+		attempt_free(a);	/* held, or nothing due: the token is spent */
+	}
+}
+
+/*
+ * deliver - attempts for one job of a peer and, over a PIPELINING
+ * connection, for the jobs waiting behind it (RFC 2920 section 3.1): the
+ * next transaction is written before the previous final reply is read,
+ * with DATA together with the previous end of data (its content waits for
+ * 354), with BDAT at once after the previous content. Replies are counted
+ * in order; each attempt goes to the committer as soon as its final reply
+ * is read. After a failed BDAT the transaction may still be open on the
+ * server (RFC 3030), so a BDAT transaction written behind another starts
+ * with RSET: one more reply in the same read, no round trip. After the
+ * final reply to the end of data the transaction is over (RFC 5321
+ * 4.1.1.4), so DATA needs no RSET there.
+ *
+ * When the connection is lost before the previous final reply was read,
+ * that attempt is deferred as any lost one (may be delivered twice). An
+ * attempt written behind it none of whose replies was read goes back to
+ * the front of the peer's queue, to be sent again at once on a new
+ * connection rather than deferred: nothing of it can have been accepted
+ * with DATA (its content waits for 354), and with BDAT a retry later would
+ * risk the same duplicate as one now. The loss was not its own, so it
+ * costs no attempt and no backoff; a failure of the new connection counts
+ * as usual.
+ */
 static void deliver(struct peer_rt *rt, struct conn *c, struct conn *cb, const char *qid)
 {
 	const struct conf *conf = ternd_conf();
 	const struct conf_peer *p = conf_peer_find(conf, rt->name);
-	struct result res = {0};
-	const struct q_rcpt **todo;
-	struct q_msg m;
-	struct q_rcpt *rcpts;
-	size_t n, ntodo = 0;
-	char relay_host[400] = "none";
-	struct job job;
-	uint64_t now = now_us();
+	struct attempt at[2], *a = &at[0], *b = &at[1];
+	struct peer_rt *home = rt;
+	int rc, next = 0;
 
-	if (p == NULL || store_get(ternd.store, qid, &m, &rcpts, &n) != 0)
-		return;
-	if (m.flags & QMSG_HOLD) {
-		q_rcpts_free(&rcpts, n);
-		q_msg_clear(&m);
+	if (!attempt_load(a, rt, p, qid)) {
+		attempt_free(a);
 		return;
 	}
-	todo = xcalloc(n ? n : 1, sizeof(*todo));
-	for (size_t i = 0; i < n && ntodo < (size_t)p->max_rcpts_per_transaction; i++)
-		if ((rcpts[i].state == RCPT_QUEUED || rcpts[i].state == RCPT_DEFERRED)
-		    && rcpts[i].next_us <= now && strcmp(rcpts[i].peer, rt->name) == 0)
-			todo[ntodo++] = &rcpts[i];
-	if (ntodo == 0)
-		goto out;
-	memcpy(res.qid, qid, QID_LEN + 1);
-	res.start = now;
-	res.out = xcalloc(ntodo, sizeof(*res.out));
-	if (!breaker_allow(rt, now)) {
+	if (!breaker_allow(rt, now_us())) {
 		const struct conf_peer *bp = rt->backup ? conf_peer_find(conf, rt->backup->name) : NULL;
 
-		if (bp == NULL || !breaker_allow(rt->backup, now)) {
+		if (bp == NULL || !breaker_allow(rt->backup, now_us())) {
 			/* The mail waits, without an attempt counted against it. */
-			for (size_t i = 0; i < ntodo; i++) {
-				struct outcome *o = &res.out[res.nout++];
+			for (size_t i = 0; i < a->ntodo; i++) {
+				struct outcome *o = &a->res.out[a->res.nout++];
 
-				o->idx = todo[i]->idx;
+				o->idx = a->todo[i]->idx;
 				o->state = RCPT_WAIT;
 				snprintf(o->reply, sizeof(o->reply), "circuit breaker of peer %s is open",
 					 rt->name);
 			}
-			res.wait_until = rt->open_until;
-			goto record;
+			a->res.wait_until = rt->open_until;
+			record(a, rt, c, conf);
+			attempt_free(a);
+			return;
 		}
 		rt = rt->backup;	/* this attempt goes to the backup peer */
 		p = bp;
@@ -956,72 +1212,78 @@ static void deliver(struct peer_rt *rt, struct conn *c, struct conn *cb, const c
 		conn_close(c, 0);	/* closed by the peer while idle: open anew */
 	if (c->fd < 0 && peer_connect(rt, p, c) < 0) {
 		breaker_result(rt, p, 0, c->why);
-		res.connected = now_us();
-		for (size_t i = 0; i < ntodo; i++)
-			set_outcome(&res.out[res.nout++], todo[i]->idx, c->temporary ? 450 : 550,
+		a->res.connected = now_us();
+		for (size_t i = 0; i < a->ntodo; i++)
+			set_outcome(&a->res.out[a->res.nout++], a->todo[i]->idx, c->temporary ? 450 : 550,
 				    c->temporary ? (c->esc[0] ? c->esc : "4.4.1") : "5.4.1", c->why);
-		snprintf(relay_host, sizeof(relay_host), "none");
-	} else {
-		res.connected = now_us();
-		breaker_result(rt, p, 1, NULL);
-		rate_wait(rt, p);
-		res.sending = now_us();
-		res.conn_use = c->messages + 1;
-		snprintf(relay_host, sizeof(relay_host), "%s[%s]:%d", c->host, c->addr, c->port);
-		uint64_t started = now_us();
-
-		metric_observe(stats.queue_delay, (double)(started - m.arrival_us) / 1e6, rt->name);
-		conn_busy(c, 1);
-		if (timed_transaction(rt, c, &m, &res, todo, ntodo) < 0)
-			conn_close(c, 0);
-		else if (p->max_messages_per_connection && c->messages >= (unsigned)p->max_messages_per_connection)
-			conn_close(c, 1);
-		conn_busy(c, 0);
-		metric_observe(stats.transmission, (double)(now_us() - started) / 1e6, rt->name);
+		snprintf(a->relay_host, sizeof(a->relay_host), "none");
+		record(a, rt, c, conf);
+		attempt_free(a);
+		return;
 	}
-record:
-	res.now = now_us();
-	res.conf = conf;
-	res.relay = relay_host;
-	if ((c->fd >= 0 || c->why[0] == '\0') && c->ssl)
-		res.tls = c->tls_resumed ? HIST_TLS_RESUMED : HIST_TLS_FULL;
-	/* apply_result loads the current records into res.msg and res.rcpts */
-	memset(&job, 0, sizeof(job));
-	job.kind = JOB_WRITE;
-	job.write = apply_result;
-	job.arg = &res;
-	if (commit_submit(&job) < 0) {
-		log_error("%s: cannot record the delivery attempt: %s", qid, job.err);
-	} else if (res.msg.sender == NULL) {
-		log_info("%s: removed from the queue during the delivery attempt", qid);
-	} else {
-		int bounced = 0;
+	a->res.connected = now_us();
+	breaker_result(rt, p, 1, NULL);
+	rate_wait(rt, p);
+	conn_busy(c, 1);
+	snprintf(a->relay_host, sizeof(a->relay_host), "%s[%s]:%d", c->host, c->addr, c->port);
+	rc = tx_start(c, a, "");
+	for (;;) {
+		/* a: written; with next, b is written behind it */
+		int bdat = (c->ehlo.flags & SMTP_EXT_CHUNKING) != 0;
 
-		log_outcomes(&res);
-		if (otlp_enabled())
-			emit_spans(&res);
-		for (size_t i = 0; i < res.nout; i++)
-			bounced |= res.out[i].state == RCPT_BOUNCED;
-		for (size_t i = 0; i < res.nout; i++)
-			stats_delivery(rt->name, res.out[i].state, res.out[i].esc);
-		stats_queue(res.was, res.after);
-		if (bounced)
-			bounce(&res, conf, c->host[0] ? c->host : NULL);
-		if (res.removed) {
-			queue_op_cleanup(ternd.spool, &res.del);
-			pthread_mutex_lock(&ternd.lock);
-			ternd.queued--;
-			pthread_mutex_unlock(&ternd.lock);
-			log_info("%s: removed", qid);
+		if (rc == 0 && !next && bdat && rt == home && next_attempt(home, p, c, b)) {
+			snprintf(b->relay_host, sizeof(b->relay_host), "%s", a->relay_host);
+			b->rset = b->behind = 1;
+			next = 1;
+			if ((rc = tx_start(c, b, "RSET\r\n")) == 1)
+				record(b, rt, c, conf), attempt_free(b), next = 0, rc = 0;
 		}
+		if (rc == 0)
+			rc = tx_replies(c, a);
+		if (rc < 0 && a->behind && !a->replied) {
+			/* none of a's replies came: as if lost before them */
+			conn_busy(c, 0);
+			conn_close(c, 0);
+			if (next)
+				attempt_requeue(b);
+			attempt_requeue(a);
+			return;
+		}
+		if (rc == 0 && !next && !bdat && rt == home && next_attempt(home, p, c, b)) {
+			snprintf(b->relay_host, sizeof(b->relay_host), "%s", a->relay_host);
+			b->behind = 1;
+			next = 1;
+			if ((rc = tx_start(c, b, a->dot ? ".\r\n" : "")) == 1)
+				record(b, rt, c, conf), attempt_free(b), next = 0, rc = 0;
+			else if (rc == 0)
+				a->dot = 0;	/* it went with b's commands */
+		}
+		if (rc == 0)
+			rc = tx_final(c, a);
+		if (rc < 0) {
+			tx_lost(c, a);
+			conn_close(c, 0);
+		} else if (!next && tx_rset(c, a) < 0) {
+			conn_close(c, 0);
+		}
+		record(a, rt, c, conf);
+		attempt_free(a);
+		if (!next) {
+			conn_busy(c, 0);
+			if (c->fd >= 0 && p->max_messages_per_connection
+			    && c->messages >= (unsigned)p->max_messages_per_connection)
+				conn_close(c, 1);
+			return;
+		}
+		*a = *b;
+		next = 0;
+		if (c->fd < 0) {
+			conn_busy(c, 0);
+			attempt_requeue(a);
+			return;
+		}
+		rc = 0;
 	}
-	free(res.out);
-	q_msg_clear(&res.msg);
-	q_rcpts_free(&res.rcpts, res.nrcpts);
-out:
-	free(todo);
-	q_rcpts_free(&rcpts, n);
-	q_msg_clear(&m);
 }
 
 /* One delivery thread and its connection. */
@@ -1086,8 +1348,7 @@ static void *worker(void *arg)
 		rt->head = (rt->head + 1) % RELAY_PEER_JOBS;
 		rt->count--;
 		pthread_mutex_unlock(&rt->lock);
-		deliver(rt, &c, &cb, qid);
-		done(rt, qid);
+		deliver(rt, &c, &cb, qid);	/* done() for each job */
 		last_used = now_us();
 	}
 	conn_close(&c, 1);

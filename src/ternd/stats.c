@@ -11,6 +11,7 @@
  */
 #include "config.h"
 
+#include "conn.h"
 #include "log.h"
 #include "queue_ops.h"
 #include "stats.h"
@@ -18,7 +19,6 @@
 
 struct stats stats;
 
-const char *const stats_send_method[] = {"sendfile", "ktls", "copy"};
 
 static const char *const queue_states[] = {"queued", "deferred", "hold"};
 static struct metrics_server *server;
@@ -120,7 +120,7 @@ void stats_init(const struct conf *conf)
 		metric_series(stats.tls_seconds, peer);
 		metric_series(stats.breaker, peer);
 		for (size_t i = 0; i < 3; i++)
-			metric_series(stats.bytes, peer, stats_send_method[i]);
+			metric_series(stats.bytes, peer, conn_send_method_name((enum conn_send_method)i));
 	}
 	stats.batch = metric_new(METRIC_HISTOGRAM, "tern_commit_batch_messages",
 				 "Jobs (messages accepted, queue changes) per group commit.", NULL,

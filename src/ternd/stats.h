@@ -18,7 +18,6 @@ struct stats {
 extern struct stats stats;
 
 /* conn_send_body's methods, for tern_bytes_sent_total{method} */
-extern const char *const stats_send_method[];
 
 void stats_init(const struct conf *conf);
 void stats_start(const struct conf *conf);

@@ -1,0 +1,212 @@
+#!/bin/bash
+# ternd-pipeline.sh - cross-transaction pipelining (RFC 2920 section 3.1)
+# and the way message content is sent, checked on the wire against
+# tests/lib/record_peer.py, which answers each end of data 300 ms late and
+# logs whether each command arrived before or after its previous final
+# reply. Mail is queued while its peers have no host, then ternd restarts
+# with them, so that each peer's messages wait together:
+#
+#   1. BDAT: 10 messages over one connection; MAIL 2..10 (each after a
+#      pipelined RSET) arrive before the previous final reply; each
+#      delivered once, byte for byte, by sendfile(2)
+#   2. DATA (no CHUNKING): MAIL 2..10 arrive with the previous end of data;
+#      each delivered once, byte for byte
+#   3. the peer takes message 3's content and the next MAIL, then drops the
+#      connection: message 3 is deferred "may be delivered twice", the next
+#      is sent again at once; every message arrives, the queue empties;
+#      a peer that closes the connection right after message 2's final
+#      reply: message 3, written behind it, is sent again at once, not
+#      deferred, and every message arrives once
+#   4. implicit TLS (stunnel4): content goes by the copy path on a kernel
+#      without kTLS (sendfile=0 ktls=0), byte for byte
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../lib/tap.sh"
+. "$here/../lib/ternd.sh"
+
+[ "$(id -u)" -eq 0 ] || tap_skip_all "must run as root (ternd drops privileges)"
+for cmd in python3 stunnel4 openssl; do
+	command -v "$cmd" >/dev/null || tap_skip_all "$cmd not installed"
+done
+top=$(tap_tmpdir)
+recorder=$here/../lib/record_peer.py
+
+declare -A port
+for s in bdat data drop close tls tlsfront; do
+	port[$s]=$(free_port)
+done
+
+# recorder_start NAME [options] - a record_peer on port[NAME], into $top/NAME/
+recorder_start() {
+	local name=$1
+	shift
+	mkdir -p "$top/$name/msgs"
+	python3 "$recorder" "${port[$name]}" "$top/$name/log" "$top/$name/msgs" "$@" \
+		>"$top/$name/out" 2>&1 &
+	tap_bg_register "$!"
+	wait_for_port "${port[$name]}"
+}
+
+# peers WITH_HOSTS - the [peer] sections (no host: mail stays queued) and routes
+peers() {
+	local s
+	for s in bdat data drop close; do
+		printf '%s\n' "[peer $s]" "tls = none" "max_connections = 1" "min_idle = 0"
+		[ "$1" = yes ] && printf '%s\n' "host = [127.0.0.1]" "port = ${port[$s]}"
+	done
+	printf '%s\n' "[peer tls]" "tls = encrypt" "tls_wrapper = yes" "max_connections = 1" "min_idle = 0"
+	[ "$1" = yes ] && printf '%s\n' "host = [127.0.0.1]" "port = ${port[tlsfront]}"
+	printf '%s\n' "[routes]" "bdat.test = bdat" "data.test = data" "drop.test = drop" \
+		"close.test = close" "tls.test = tls"
+}
+
+# logged PEER WORD WHEN - commands WORD the peer logged as arriving WHEN
+logged() {
+	grep -c "^conn=[0-9]* $2 $3\$" "$top/$1/log"
+}
+
+# nlog REGEX - lines of ternd's log matching the extended REGEX
+nlog() {
+	grep -cE "$1" "$TERND_LOG"
+}
+
+# intact PEER - "STORED DISTINCT": the peer's stored messages that are one
+# of the originals for PEER byte for byte after ternd's Received: header,
+# and how many distinct originals those are
+intact() {
+	python3 - "$top/orig" "$1" "$top/$1/msgs" <<-'EOF2'
+		import os, re, sys
+		orig, peer, msgs = sys.argv[1:]
+		want = {open(os.path.join(orig, f), "rb").read(): f
+		        for f in os.listdir(orig) if f.startswith(peer + ".")}
+		ok, seen = 0, set()
+		for name in os.listdir(msgs):
+		    m = re.match(rb"Received: [^\r\n]*\r\n(?:[ \t][^\r\n]*\r\n)*(.*)\Z",
+		                 open(os.path.join(msgs, name), "rb").read(), re.S)
+		    if m and m.group(1) in want:
+		        ok += 1
+		        seen.add(want[m.group(1)])
+		print(ok, len(seen))
+	EOF2
+}
+
+# octets PEER - the size of everything the peer stored
+octets() {
+	cat "$top/$1"/msgs/* | wc -c
+}
+
+# --- a self-signed certificate for stunnel4 ---------------------------------------
+
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+	-keyout "$top/key.pem" -out "$top/cert.pem" -subj "/CN=record.test" >"$top/pki.log" 2>&1
+chmod 0644 "$top/key.pem" "$top/cert.pem"
+
+# --- queue the mail while no peer has a host ----------------------------------------
+
+export TERND_PEERS
+TERND_PEERS=$(peers no)
+ternd_setup "$top/t" "min_backoff = 2s" "max_backoff = 4s" || exit 1
+mkdir -p "$top/orig"
+python3 - "$TERND_PORT" "$top/orig" <<-'EOF'
+	import os, smtplib, sys
+	port, orig = int(sys.argv[1]), sys.argv[2]
+	s = smtplib.SMTP("127.0.0.1", port, "client.test", timeout=30)
+	for peer, count in (("bdat", 10), ("data", 10), ("drop", 10), ("close", 5), ("tls", 3)):
+	    for i in range(1, count + 1):
+	        lines = ["From: <sender@client.test>", "To: <rcpt%d@%s.test>" % (i, peer),
+	                 "Subject: %s %d" % (peer, i), "Date: Mon, 30 Nov 2026 00:00:00 +0000",
+	                 "Message-ID: <%s.%d@client.test>" % (peer, i), ""]
+	        lines += ["%s %d line %d %s" % (peer, i, k, "x" * 60) for k in range(40 * i)]
+	        if i == 5:
+	            lines += [".a line with a leading dot", "..two", "."]
+	        body = "".join(l + "\r\n" for l in lines).encode()
+	        open(os.path.join(orig, "%s.%d" % (peer, i)), "wb").write(body)
+	        s.sendmail("sender@client.test", ["rcpt%d@%s.test" % (i, peer)], body)
+	s.quit()
+	EOF
+tap_is "38 messages are queued" "$(ternq_ list --json | wc -l)" 38
+ternd_stop
+tap_is "ternd stops cleanly" "$?" 0
+
+# --- the peers, then ternd with their hosts ---------------------------------------------
+
+recorder_start bdat
+recorder_start data --no-chunking
+recorder_start drop --drop-after 3
+recorder_start close --close-after 2
+recorder_start tls
+printf '%s\n' "foreground = yes" "pid =" "[smtps]" "accept = 127.0.0.1:${port[tlsfront]}" \
+	"connect = 127.0.0.1:${port[tls]}" "cert = $top/cert.pem" "key = $top/key.pem" \
+	>"$top/stunnel.conf"
+stunnel4 "$top/stunnel.conf" >"$top/stunnel.log" 2>&1 &
+tap_bg_register $!
+tap_check "stunnel4 listens" wait_for_port "${port[tlsfront]}"
+
+TERND_PEERS=$(peers yes)
+ternd_setup "$top/t" "min_backoff = 2s" "max_backoff = 4s" || exit 1
+_empty() {
+	[ "$(ternq_ list --json | wc -l)" -eq 0 ]
+}
+tap_check "the queue empties" wait_until 120 _empty
+ternd_stop
+tap_is "ternd stops cleanly" "$?" 0
+q='[0-9A-Z]{13}'
+
+# --- 1. BDAT -------------------------------------------------------------------------
+
+tap_is "1: one connection" "$(logged bdat EHLO first)" 1
+tap_is "1: the first MAIL opens it" "$(logged bdat MAIL first)" 1
+tap_is "1: MAIL 2..10 arrive before the previous final reply" "$(logged bdat MAIL before)" 9
+tap_is "1: ... none after it" "$(logged bdat MAIL after)" 0
+tap_is "1: each behind a pipelined RSET" "$(logged bdat RSET before)" 9
+tap_is "1: 10 BDAT ... LAST" "$(grep -c ' BDAT ' "$top/bdat/log")" 10
+tap_is "1: 10 messages delivered once each, byte for byte" "$(intact bdat)" "10 10"
+tap_is "1: 10 logged sent" "$(nlog ": $q: to=<rcpt[0-9]+@bdat\\.test>, .*status=sent ")" 10
+tap_is "1: all content by sendfile(2)" \
+	"$(nlog ": peer bdat: connection to 127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\]:${port[bdat]} closed: conn_use=10, bytes sendfile=$(octets bdat) ktls=0 copy=0$")" 1
+
+# --- 2. DATA --------------------------------------------------------------------------
+
+tap_is "2: one connection" "$(logged data EHLO first)" 1
+tap_is "2: MAIL 2..10 arrive before the previous final reply" "$(logged data MAIL before)" 9
+tap_is "2: ... none after it" "$(logged data MAIL after)" 0
+tap_is "2: no RSET between transactions" "$(grep -c ' RSET ' "$top/data/log")" 0
+tap_is "2: 10 messages delivered once each, byte for byte (dots un-stuffed)" "$(intact data)" "10 10"
+tap_is "2: 10 logged sent" "$(nlog ": $q: to=<rcpt[0-9]+@data\\.test>, .*status=sent ")" 10
+tap_like "2: sendfile(2) without dot lines, the copy path with them" \
+	"$(grep -E ": peer data: connection to .* closed: " "$TERND_LOG")" \
+	"conn_use=10, bytes sendfile=[1-9][0-9]* ktls=0 copy=[1-9][0-9]*\$"
+
+# --- 3. the final reply lost -----------------------------------------------------------
+
+tap_is "3: the peer dropped one connection after the next MAIL" "$(grep -c ' drop$' "$top/drop/log")" 1
+tap_is "3: every message arrived, one of them twice" "$(intact drop)" "11 10"
+tap_is "3: one deferral, the final reply lost" \
+	"$(nlog ": $q: to=<rcpt[0-9]+@drop\\.test>, .*status=deferred \\(lost connection with 127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\] while receiving the reply \\(the message may be delivered twice\\)\\), tls=none$")" 1
+tap_is "3: no other deferral" "$(nlog ": $q: to=<rcpt[0-9]+@drop\\.test>, .*status=deferred ")" 1
+tap_is "3: 10 messages logged sent" \
+	"$(nlog ": $q: to=<rcpt[0-9]+@drop\\.test>, .*status=sent ")" 10
+tap_is "3: closed after a final reply: every message arrived once" "$(intact close)" "5 5"
+tap_is "3: ... on two connections" "$(logged close EHLO first)" 2
+tap_is "3: ... none deferred" "$(nlog ": $q: to=<rcpt[0-9]+@close\\.test>, .*status=deferred ")" 0
+tap_is "3: ... 5 logged sent" "$(nlog ": $q: to=<rcpt[0-9]+@close\\.test>, .*status=sent ")" 5
+# drop: message 4, written behind message 3; close: message 3, written
+# behind message 2, and message 4, written (BDAT) behind message 3
+tap_is "3: the messages none of whose replies came were sent again at once" \
+	"$(nlog ": $q: connection lost before its replies: sent again$")" 3
+
+# --- 4. TLS ---------------------------------------------------------------------------
+
+tap_is "4: 3 messages delivered once each through TLS, byte for byte" "$(intact tls)" "3 3"
+tap_is "4: logged sent with tls=full" "$(nlog ": $q: to=<rcpt[0-9]+@tls\\.test>, .*status=sent .*, tls=full$")" 3
+if [ -e /sys/module/tls ]; then
+	# this kernel has a tls module: kTLS or not, all content is counted once
+	tap_like "4: content by kTLS or the copy path" \
+		"$(grep -E ": peer tls: connection to .* closed: " "$TERND_LOG")" \
+		"conn_use=3, bytes sendfile=0 (ktls=$(octets tls) copy=0|ktls=0 copy=$(octets tls))\$"
+else
+	tap_is "4: no kTLS in this kernel: all content by the copy path" \
+		"$(nlog ": peer tls: connection to 127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\]:${port[tlsfront]} closed: conn_use=3, bytes sendfile=0 ktls=0 copy=$(octets tls)$")" 1
+fi
+tap_check "no sanitizer reports" ternd_sanitizer_clean
+tap_done
