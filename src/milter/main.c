@@ -264,6 +264,10 @@ int main(int argc, char **argv)
 	if (smfi_settimeout((int)((m->timeout + 999) / 1000)) == MI_FAILURE
 	    || smfi_register(milter_desc) == MI_FAILURE)
 		log_fatal("cannot register with libmilter");
+	/* libmilter drops a connection on a packet over 64 KB, but Postfix
+	 * sends a header field of up to header_size_limit (100 KB) in one:
+	 * take it, so that max_header_size decides, not a dropped session. */
+	smfi_setmaxdatasize(256 * 1024);
 	umask(077);
 	if (smfi_opensocket(1) == MI_FAILURE)
 		log_fatal("cannot listen on %s (in use? bad address? permissions?)", m->listen);

@@ -1412,6 +1412,7 @@ static void load_session(SSL_CTX *ctx)
 		return;
 	}
 	conn_tls_preload(ctx, der, (int)(n - crypto_secretbox_NONCEBYTES - crypto_secretbox_MACBYTES));
+	sodium_memzero(der, n - crypto_secretbox_NONCEBYTES - crypto_secretbox_MACBYTES);
 }
 
 /* open_session_key - key_file, created 0600 when absent */

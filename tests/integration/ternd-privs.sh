@@ -1,0 +1,91 @@
+#!/bin/bash
+# ternd-privs.sh - privileges and secrets of ternd and tern-milter, as
+# ternd(8) and tern.conf(5) document them:
+#   1. ternd runs as the tern user with no capabilities; its sockets (LMTP,
+#      control) are 0660 tern:tern; the session key is 0600; the database
+#      0660 and bodies 0640 (for ternq in the tern group); directories
+#      0750; nothing under state, spool or run is open to others
+#   2. the keys live in sodium_malloc memory, which is locked (VmLck > 0)
+#   3. a key_file that others can read stops ternd with a clear error;
+#      a trace_key_file that others can read stops tern-milter likewise;
+#      the milter's unix socket is 0660 tern:tern
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../lib/tap.sh"
+. "$here/../lib/ternd.sh"
+milter=${top_builddir:-$here/../..}/src/milter/tern-milter
+
+[ "$(id -u)" -eq 0 ] || tap_skip_all "must run as root (ternd drops privileges)"
+command -v swaks >/dev/null || tap_skip_all "swaks not installed"
+
+top=$(tap_tmpdir)
+down=$(free_port)	# a peer with tls = may: ternd opens (creates) its session key
+export TERND_PEERS="[peer relay]"$'\n'"host = [127.0.0.1]"$'\n'"port = $down"$'\n'"tls = may"$'\n'"min_idle = 0"$'\n'"[routes]"$'\n'"* = relay"
+ternd_setup "$top/t" "large_message_threshold = 1KB" || exit 1
+unset TERND_PEERS
+t=$TERND_DIR
+swaks --server 127.0.0.1 --port "$TERND_PORT" --from a@example.org --to b@example.com >/dev/null 2>&1
+swaks --server 127.0.0.1 --port "$TERND_PORT" --from a@example.org --to b@example.com \
+	--body "$(head -c 4000 /dev/zero | tr '\0' x | fold -w 70)" >/dev/null 2>&1
+tap_is "two messages queued (one small, one with a file of its own)" "$(ternq_ list --json | wc -l)" 2
+
+# --- 1. users and modes ---------------------------------------------------------------
+
+uid=$(id -u tern)
+tap_is "ternd runs as tern (real, effective, saved, fs uid)" \
+	"$(awk '/^Uid:/ { print $2, $3, $4, $5 }' "/proc/$TERND_PID/status")" "$uid $uid $uid $uid"
+tap_is "ternd has no capabilities left" \
+	"$(awk '/^Cap(Prm|Eff):/ { printf "%s ", $2 }' "/proc/$TERND_PID/status")" "0000000000000000 0000000000000000 "
+mode() { stat -c '%A %U:%G' "$1"; }
+tap_is "LMTP socket: 0660 tern:tern" "$(mode "$TERND_LMTP")" "srw-rw---- tern:tern"
+tap_is "control socket: 0660 tern:tern" "$(mode "$t/run/control.sock")" "srw-rw---- tern:tern"
+tap_is "session key: 0600 tern:tern" "$(mode "$t/state/session.key")" "-rw------- tern:tern"
+tap_is "data.mdb: 0660 tern:tern (ternq in the tern group)" "$(mode "$t/state/queue/data.mdb")" "-rw-rw---- tern:tern"
+tap_is "spool segment and own file: 0640 tern:tern" \
+	"$(find "$t/spool/seg" "$t/spool/own" -type f -exec stat -c '%A %U:%G' {} + | sort | uniq -c | sed 's/^ *//')" "2 -rw-r----- tern:tern"
+tap_is "state, spool and run directories: 0750" \
+	"$(stat -c '%a' "$t/state" "$t/spool" "$t/run" "$t/state/queue" "$t/spool/seg" "$t/spool/own" | sort -u)" 750
+tap_is "nothing under state, spool or run is open to others" \
+	"$(find "$t/state" "$t/spool" "$t/run" -perm /o=rwx | wc -l)" 0
+
+# --- 2. keys in locked (sodium_malloc) memory --------------------------------------------
+
+tap_like "ternd holds locked memory (the session key, sodium_malloc)" \
+	"$(awk '/^VmLck:/ { print $2 }' "/proc/$TERND_PID/status")" '^[1-9][0-9]*$'
+
+# --- 3. keys readable by others are refused ------------------------------------------------
+
+ternd_stop
+chmod 0644 "$t/state/session.key"
+"$_ternd_bin" -f -c "$TERND_CONF" >"$top/badkey.log" 2>&1
+rc=$?
+tap_like "ternd refuses a session key others can read (exit $rc)" "$rc" '^[1-9][0-9]*$'
+tap_like "... with a clear error" "$(cat "$top/badkey.log")" \
+	"$t/state/session\\.key: key is accessible by others \\(mode 0644\\); chmod 600 it"
+chmod 0600 "$t/state/session.key"
+tap_check "with 0600 again, ternd starts" ternd_start
+tap_is "... and its queue is intact" "$(ternq_ list --json | wc -l)" 2
+ternd_stop
+
+"$milter" -K "$top/trace.key" >/dev/null && chown tern "$top/trace.key"
+mkdir -p "$top/mrun" && chown tern:tern "$top/mrun"
+printf '[global]\ntrace_key_file = %s\n[milter]\nlisten = unix:%s\n' \
+	"$top/trace.key" "$top/mrun/milter.sock" >"$top/milter.conf"
+chmod 0604 "$top/trace.key"
+timeout 30 "$milter" -f -c "$top/milter.conf" >"$top/milter-bad.log" 2>&1
+rc=$?
+tap_like "tern-milter refuses a trace key others can read (exit $rc)" "$rc" '^[1-9][0-9]?$'
+tap_like "... with a clear error" "$(cat "$top/milter-bad.log")" \
+	"$top/trace\\.key: key is accessible by others \\(mode 0604\\); chmod 600 it"
+chmod 0600 "$top/trace.key"
+"$milter" -f -c "$top/milter.conf" >"$top/milter.log" 2>&1 &
+mpid=$!
+tap_bg_register $mpid
+wait_for_file "$top/mrun/milter.sock"
+tap_is "tern-milter's socket: 0660 tern:tern" "$(mode "$top/mrun/milter.sock")" "srw-rw---- tern:tern"
+tap_like "tern-milter holds locked memory (the trace key, sodium_malloc)" \
+	"$(awk '/^VmLck:/ { print $2 }' "/proc/$mpid/status")" '^[1-9][0-9]*$'
+kill -TERM $mpid
+wait $mpid
+tap_is "tern-milter stops cleanly" "$?" 0
+tap_done
