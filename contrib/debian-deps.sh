@@ -8,7 +8,7 @@ packages="
 	libmilter-dev liblmdb-dev libsodium-dev libssl-dev libinih-dev libjansson-dev lmdb-utils
 	check clang libclang-rt-14-dev mandoc
 	postfix miltertest swaks openssl stunnel4 python3 procps iproute2
-	pflogsumm
+	pflogsumm prometheus libxml2-utils strace
 "
 missing=$(dpkg-query -W -f='${Package} ${Status}\n' $packages 2>/dev/null \
 	| awk '$NF != "installed" { print $1 }'; \
