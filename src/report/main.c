@@ -45,6 +45,7 @@ struct opts {
 	unsigned long long top;
 	int quiet;
 	int merge;
+	int since_set;
 };
 
 /* usage - print usage and exit 2 */
@@ -223,6 +224,7 @@ static int report_option(struct opts *o, int ch, const char *arg)
 	case 's':
 		if (units_duration(arg, &o->since_ms, &why) < 0 || o->since_ms <= 0)
 			die(EXIT_USAGE, "--since %s: %s", arg, o->since_ms <= 0 ? "must be positive" : why);
+		o->since_set = 1;
 		return 1;
 	case 'F':
 		o->from = arg;
@@ -286,10 +288,19 @@ int main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++)
 		ok |= strcmp(o.format, formats[i]) == 0;
-	if (!ok || (!o.from != !o.to) || (o.merge ? optind == argc : optind != argc))
+	if (!ok || !o.from != !o.to || (o.from && o.since_set)
+	    || (o.merge ? optind == argc : optind != argc))
 		usage();
-	if (strcmp(o.format, "csv") == 0 && strstr(",totals,hourly,peers,domains,reasons,queue,", o.table) == NULL)
-		usage();
+	if (strcmp(o.format, "csv") == 0) {
+		char key[40];
+
+		/* a whole name from the list, not a piece of one */
+		if (strlen(o.table) > 32)
+			usage();
+		snprintf(key, sizeof(key), ",%s,", o.table);
+		if (strstr(",totals,hourly,peers,domains,reasons,queue,", key) == NULL)
+			usage();
+	}
 	if (o.merge) {
 		merge(&r, argv + optind, argc - optind);
 	} else {

@@ -180,7 +180,10 @@ tap_is "csv domains: header and three domains" "$(csvrows domains)" \
 tap_is "csv domains --top 1: one row" \
 	"$(rpt --format csv --table domains --top 1 | tr -d '\r' | tail -n +2)" "ok.test,7,7,0,0,0,0"
 tap_is "csv reasons: header and two codes" "$(csvrows reasons)" "status,dsn,count,example|2"
+tap_is "--since with --from/--to is a usage error" \
+	"$(rpt --since 1h --from 2000-01-01 --to 2000-01-02 >/dev/null 2>&1; echo $?)" 2
 tap_is "csv: an unknown table is a usage error" "$(rpt --format csv --table nope >/dev/null 2>&1; echo $?)" 2
+tap_is "csv: a piece of a table's name is a usage error" "$(rpt --format csv --table tals >/dev/null 2>&1; echo $?)" 2
 
 # --- merge: the same report twice doubles the counts ----------------------------------
 "$report" --merge "$top/r.json" "$top/r.json" --format json >"$top/m.json"

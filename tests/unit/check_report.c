@@ -3,7 +3,8 @@
  * (also of merged histograms), aggregation of history records (outcomes,
  * transactions, connection reuse and TLS, failures), the bounded tables
  * (peers, reasons, Space-Saving domains), CSV and HTML escaping, the time
- * parser, and the --merge JSON reader's refusals.
+ * parser, the --merge JSON reader's refusals, and store_hist_foreach_range
+ * over more records than one read batch.
  */
 #include "config.h"
 
@@ -12,6 +13,8 @@
 #include <string.h>
 
 #include "report.h"
+#include "store.h"
+#include "tmpdir.h"
 #include "unit.h"
 
 #define DAY0 1732838400ULL		/* 2024-11-29 00:00 UTC */
@@ -401,6 +404,75 @@ START_TEST(test_merge_all_or_nothing)
 }
 END_TEST
 
+#define RANGE_MSGS 1500			/* three records each: several read batches */
+
+/* put_range - RANGE_MSGS messages, one a second from DAY0: an acceptance and
+ * two attempts of the same transaction (same time, one key apart) */
+static int put_range(struct store_txn *t, void *arg)
+{
+	(void)arg;
+	for (uint64_t i = 0; i < RANGE_MSGS; i++) {
+		char qid[QID_LEN + 1];
+		struct hist_rec h[3];
+
+		snprintf(qid, sizeof(qid), "%0*llu", QID_LEN, (unsigned long long)i);
+		h[0] = attempt(DAY0 + i, qid, 0, "", "", 0, 0, 0, 0, "", "");
+		h[0].kind = HIST_ACCEPT;
+		h[0].nrcpt = 2;
+		h[0].size = 100;
+		h[1] = attempt(DAY0 + i, qid, 0, "a@x.example", "relay", RCPT_SENT, 1 + (unsigned)i % 5,
+			       HIST_TLS_FULL, 30, "2.0.0", "250 ok");
+		h[2] = attempt(DAY0 + i, qid, 1, "b@x.example", "relay", RCPT_DEFERRED, 1 + (unsigned)i % 5,
+			       HIST_TLS_FULL, 0, "4.2.0", "450 later");
+		for (size_t k = 0; k < 3; k++)
+			if (store_hist_put(t, &h[k]) != 0)
+				return -1;
+	}
+	return 0;
+}
+
+START_TEST(test_history_range)
+{
+	char dir[256], qdir[300], err[256];
+	struct store *st;
+	struct report r;
+	const char *why;
+
+	tmpdir_make(dir, sizeof(dir));
+	snprintf(qdir, sizeof(qdir), "%s/queue", dir);
+	st = store_open(qdir, 0, err, sizeof(err));
+	ck_assert_msg(st != NULL, "store_open: %s", err);
+	ck_assert_int_eq(store_write(st, put_range, NULL, err, sizeof(err)), 0);
+	/* [DAY0 + 100, DAY0 + 1300): 1200 messages, the ends exact */
+	ck_assert_int_eq(report_init(&r, US(DAY0 + 100), US(DAY0 + 1300), &why), 0);
+	ck_assert_int_eq(store_hist_foreach_range(st, r.from_us, r.to_us, report_add, &r), 0);
+	report_finish(&r);
+	ck_assert_uint_eq(r.total.received, 1200);
+	ck_assert_uint_eq(r.total.recipients, 2400);
+	ck_assert_uint_eq(r.total.bytes, 120000);
+	ck_assert_uint_eq(r.total.sent, 1200);
+	ck_assert_uint_eq(r.total.deferred, 1200);
+	/* both recipients' records of a transaction make one transaction,
+	 * also where a read batch ends between them */
+	ck_assert_uint_eq(r.npeers, 1);
+	ck_assert_uint_eq(r.peers[0].transactions, 1200);
+	ck_assert_uint_eq(r.peers[0].connections, 240);
+	ck_assert_uint_eq(r.peers[0].reused, 960);
+	report_free(&r);
+	/* an empty window, and one past the end */
+	ck_assert_int_eq(report_init(&r, US(DAY0 - 7200), US(DAY0), &why), 0);
+	ck_assert_int_eq(store_hist_foreach_range(st, r.from_us, r.to_us, report_add, &r), 0);
+	ck_assert(!rpt_traffic(&r));
+	report_free(&r);
+	ck_assert_int_eq(report_init(&r, US(DAY0 + 1499), US(DAY0 + 9999), &why), 0);
+	ck_assert_int_eq(store_hist_foreach_range(st, r.from_us, r.to_us, report_add, &r), 0);
+	ck_assert_uint_eq(r.total.received, 1);
+	report_free(&r);
+	store_close(&st);
+	tmpdir_remove(dir);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("report");
@@ -417,6 +489,7 @@ int main(void)
 	tcase_add_test(tc, test_merge);
 	tcase_add_loop_test(tc, test_merge_refuses, 0, N_ELEMENTS(bad_json));
 	tcase_add_test(tc, test_merge_all_or_nothing);
+	tcase_add_test(tc, test_history_range);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }
