@@ -34,6 +34,8 @@ static double nice_max(double v)
 		return 1;
 	while (step * 10 <= v)
 		step *= 10;
+	while (step > v)
+		step /= 10;
 	for (int m = 1; m <= 10; m++)
 		if (step * m >= v)
 			return step * m;
@@ -119,35 +121,41 @@ static void volume_chart(const struct report *r, FILE *out)
 	fputs("</svg>\n", out);
 }
 
-/* delay_chart - p50, p90 and p99 of the delivery delay per hour */
+/* delay_chart - p50, p90 and p99 of the delivery delay per hour, in ms
+ * or in seconds; a dot per hour with deliveries, joined by lines */
 static void delay_chart(const struct report *r, FILE *out)
 {
 	static const char *const names[] = {"p50", "p90", "p99"};
 	static const char *const colors[] = {"#1565c0", "#6a1b9a", "#c62828"};
 	static const double qs[] = {0.5, 0.9, 0.99};
-	double ymax = 0, bw = (double)PLOT_W / (double)(r->nhours ? r->nhours : 1);
+	double ymax = 0, unit = 1, bw = (double)PLOT_W / (double)(r->nhours ? r->nhours : 1);
 
 	for (size_t i = 0; i < r->nhours; i++) {
-		double s = (double)rpt_percentile(&r->hours[i].delay, 0.99) / 1000;
+		double ms = (double)rpt_percentile(&r->hours[i].delay, 0.99);
 
-		if (s > ymax)
-			ymax = s;
+		if (ms > ymax)
+			ymax = ms;
 	}
-	ymax = nice_max(ymax);
+	if (ymax >= 1000)
+		unit = 1000;
+	ymax = nice_max(ymax / unit);
 	svg_open(out, "Delivery delay percentiles per hour");
 	legend(out, names, colors, 3);
 	for (size_t q = 0; q < 3; q++) {
 		fprintf(out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", colors[q]);
-		for (size_t i = 0; i < r->nhours; i++) {
-			if (r->hours[i].c.sent == 0)
-				continue;
-			fprintf(out, "%.1f,%.1f ", PLOT_X + bw * ((double)i + 0.5),
-				PLOT_Y + PLOT_H - (double)PLOT_H
-				* ((double)rpt_percentile(&r->hours[i].delay, qs[q]) / 1000) / ymax);
-		}
+		for (size_t i = 0; i < r->nhours; i++)
+			if (r->hours[i].c.sent)
+				fprintf(out, "%.1f,%.1f ", PLOT_X + bw * ((double)i + 0.5), PLOT_Y + PLOT_H
+					- (double)PLOT_H * (double)rpt_percentile(&r->hours[i].delay, qs[q]) / unit / ymax);
 		fputs("\"/>\n", out);
+		for (size_t i = 0; i < r->nhours; i++)
+			if (r->hours[i].c.sent)
+				fprintf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
+					PLOT_X + bw * ((double)i + 0.5), PLOT_Y + PLOT_H
+					- (double)PLOT_H * (double)rpt_percentile(&r->hours[i].delay, qs[q]) / unit / ymax,
+					colors[q]);
 	}
-	axes(r, out, ymax, " s");
+	axes(r, out, ymax, unit == 1 ? " ms" : " s");
 	fputs("</svg>\n", out);
 }
 
