@@ -56,12 +56,14 @@ static json_t *jstr_safe(const char *s)
 	return j;
 }
 
-/* put_counts - the counters as members of o */
-static void put_counts(json_t *o, const struct rpt_counts *c)
+#define COUNT_ATTEMPTS 3		/* count_names from here: attempt outcomes */
+
+/* put_counts - the counters from count_names[first] on as members of o */
+static void put_counts(json_t *o, const struct rpt_counts *c, size_t first)
 {
 	struct rpt_counts copy = *c;
 
-	for (size_t i = 0; i < sizeof(count_names) / sizeof(count_names[0]); i++)
+	for (size_t i = first; i < sizeof(count_names) / sizeof(count_names[0]); i++)
 		json_object_set_new(o, count_names[i], jint(*counts_ptr(&copy, i)));
 }
 
@@ -110,7 +112,7 @@ int report_json(const struct report *r, FILE *out)
 	json_object_set_new(o, "to", jint(r->to_us / 1000000));
 	json_object_set_new(o, "nodes", jint(r->nodes));
 	x = json_object();
-	put_counts(x, &r->total);
+	put_counts(x, &r->total, 0);
 	put_delay(x, &r->delay);
 	json_object_set_new(o, "totals", x);
 	a = json_array();
@@ -121,7 +123,7 @@ int report_json(const struct report *r, FILE *out)
 	for (size_t i = 0; i < r->nhours; i++) {
 		x = json_object();
 		json_object_set_new(x, "hour", jint(r->hour0 + 3600 * i));
-		put_counts(x, &r->hours[i].c);
+		put_counts(x, &r->hours[i].c, 0);
 		put_delay(x, &r->hours[i].delay);
 		json_array_append_new(a, x);
 	}
@@ -132,7 +134,7 @@ int report_json(const struct report *r, FILE *out)
 
 		x = json_object();
 		json_object_set_new(x, "peer", jstr_safe(p->name));
-		put_counts(x, &p->c);
+		put_counts(x, &p->c, COUNT_ATTEMPTS);
 		json_object_set_new(x, "transactions", jint(p->transactions));
 		json_object_set_new(x, "reused", jint(p->reused));
 		json_object_set_new(x, "connections", jint(p->connections));

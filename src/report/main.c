@@ -211,6 +211,11 @@ static void write_atomic(const struct report *r, const struct opts *o)
 		unlink(tmp);
 		die(EXIT_FAIL, "%s: %s", o->output, strerror(e));
 	}
+	/* the rename itself survives a crash once the directory is synced */
+	if ((fd = open(dir, O_RDONLY | O_DIRECTORY)) >= 0) {
+		fsync(fd);
+		close(fd);
+	}
 	free(tmp);
 	free(copy);
 }

@@ -119,6 +119,12 @@ tap_is "json domains: ok.test first with 7" \
 tap_is "json queue: the deferred recipient and the 2 queued DSNs, by peer" \
 	"$(jq "$top/r.json" '(r["queue"]["total"], sorted((p["peer"], p["total"]) for p in r["queue"]["peers"]))')" \
 	"(3, [('keep', 2), ('soft', 1)])"
+tap_is "json: the documented members of totals" \
+	"$(jq "$top/r.json" 'sorted(r["totals"].keys())')" \
+	"['bounced', 'bytes', 'deferred', 'delay_histogram', 'delay_p50_ms', 'delay_p90_ms', 'delay_p99_ms', 'expired', 'received', 'recipients', 'sent']"
+tap_is "json: the documented members of a peer" \
+	"$(jq "$top/r.json" 'sorted(r["peers"][0].keys())')" \
+	"['bounced', 'connection_failures', 'connections', 'deferred', 'delay_histogram', 'delay_p50_ms', 'delay_p90_ms', 'delay_p99_ms', 'expired', 'handshake_failures', 'peer', 'reuse_ratio', 'reused', 'sent', 'tls_full', 'tls_resumed', 'tls_resumption_ratio', 'transactions']"
 tap_is "json: every documented top-level member is there" \
 	"$(jq "$top/r.json" 'sorted(r.keys())')" \
 	"['delay_bounds_ms', 'domains', 'domains_exact', 'from', 'generated', 'hourly', 'nodes', 'peers', 'queue', 'reasons', 'to', 'totals', 'version']"
