@@ -872,3 +872,56 @@ int store_hist_find(struct store *st, char kind, const char *value, store_hist_f
 	free(qids);
 	return (int)nrecs;
 }
+
+/* store_hist_foreach_range - the history between two times, oldest first.
+ * The hist keys start with the time, so this is a cursor walk; like
+ * store_foreach it reads a batch, ends the transaction, then calls fn, so
+ * a slow consumer never pins pages and memory stays one batch. */
+int store_hist_foreach_range(struct store *st, uint64_t from_us, uint64_t to_us,
+			     store_hist_fn fn, void *arg)
+{
+	struct hist_rec *recs = xcalloc(STORE_FOREACH_BATCH, sizeof(*recs));
+	unsigned char after[HIST_KEY_LEN];
+	int stop = 0, more = 1, started = 0;
+
+	memset(after, 0, sizeof(after));
+	be_put(after, from_us, 8);
+	while (more && !stop) {
+		MDB_txn *txn;
+		MDB_cursor *cur;
+		MDB_val k = {HIST_KEY_LEN, after}, v;
+		size_t got = 0;
+		int rc;
+
+		if (read_begin(st, &txn) != 0 || mdb_cursor_open(txn, st->hist, &cur) != 0) {
+			free(recs);
+			return -1;
+		}
+		rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+		if (rc == 0 && started && k.mv_size == HIST_KEY_LEN
+		    && memcmp(k.mv_data, after, HIST_KEY_LEN) == 0)
+			rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+		for (; rc == 0 && got < STORE_FOREACH_BATCH; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+			if (k.mv_size != HIST_KEY_LEN)
+				continue;
+			if (be_get(k.mv_data, 8) >= to_us) {
+				rc = MDB_NOTFOUND;
+				break;
+			}
+			memcpy(after, k.mv_data, HIST_KEY_LEN);
+			started = 1;
+			if (hist_rec_decode(v.mv_data, v.mv_size, &recs[got]) == 0)
+				got++;
+		}
+		more = rc == 0;
+		mdb_cursor_close(cur);
+		read_end(st, txn);
+		for (size_t i = 0; i < got; i++) {
+			if (!stop)
+				stop = fn(&recs[i], arg);
+			hist_rec_clear(&recs[i]);
+		}
+	}
+	free(recs);
+	return stop;
+}

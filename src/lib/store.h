@@ -77,5 +77,9 @@ int store_hist_put(struct store_txn *txn, const struct hist_rec *h);
 int store_hist_prune(struct store_txn *txn, uint64_t before_us, size_t max, size_t *n);
 typedef int (*store_hist_fn)(const struct hist_rec *h, void *arg);
 int store_hist_find(struct store *st, char kind, const char *value, store_hist_fn fn, void *arg);
+/* records with from_us <= time_us < to_us, in time order, read in bounded
+ * batches; fn's non-zero return stops. Returns that value, or -1. */
+int store_hist_foreach_range(struct store *st, uint64_t from_us, uint64_t to_us,
+			     store_hist_fn fn, void *arg);
 
 #endif

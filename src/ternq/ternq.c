@@ -28,6 +28,7 @@
 
 #include "cli.h"
 #include "log.h"
+#include "qshape.h"
 #include "queue_ops.h"
 #include "smtp_cmd.h"
 #include "spool.h"
@@ -498,76 +499,11 @@ static int cmd_change(struct ternq *q, const char *verb, char **ids, int nids)
 	return c.failed ? EXIT_USAGE : c.missing ? EXIT_NOTFOUND : 0;
 }
 
-/* Age buckets of qshape, in minutes; the last is "more than 1280". */
-static const unsigned buckets[] = {5, 10, 20, 40, 80, 160, 320, 640, 1280};
-#define NBUCKETS (sizeof(buckets) / sizeof(buckets[0]) + 1)
-
-struct shape_row {
-	char *key;
-	unsigned long total;
-	unsigned long count[NBUCKETS];
-};
-
-struct shape {
-	struct ternq *q;
-	struct shape_row *rows;
-	size_t n, cap;
-	struct shape_row all;
-};
-
-/* shape_add - count one recipient of a message of the given age */
-static void shape_add(struct shape *s, const char *key, uint64_t age_min)
-{
-	size_t b = 0, i;
-
-	while (b < NBUCKETS - 1 && age_min >= buckets[b])
-		b++;
-	for (i = 0; i < s->n && strcasecmp(s->rows[i].key, key) != 0; i++)
-		;
-	if (i == s->n) {
-		if (s->n == s->cap) {
-			s->cap = s->cap ? 2 * s->cap : 16;
-			s->rows = xreallocarray(s->rows, s->cap, sizeof(*s->rows));
-		}
-		memset(&s->rows[s->n], 0, sizeof(s->rows[0]));
-		s->rows[s->n++].key = xstrdup(key);
-	}
-	s->rows[i].total++;
-	s->rows[i].count[b]++;
-	s->all.total++;
-	s->all.count[b]++;
-}
-
-/* shape_one - a message's live recipients into the shape */
-static int shape_one(const struct q_msg *m, const struct q_rcpt *r, size_t n, void *arg)
-{
-	struct shape *s = arg;
-	uint64_t age_min = s->q->now > m->arrival_us ? (s->q->now - m->arrival_us) / 60000000u : 0;
-
-	for (size_t i = 0; i < n; i++) {
-		const char *at = strrchr(r[i].addr, '@');
-
-		if (r[i].state != RCPT_QUEUED && r[i].state != RCPT_DEFERRED)
-			continue;
-		shape_add(s, strcmp(s->q->by, "peer") == 0 ? r[i].peer : at ? at + 1 : r[i].addr,
-			  age_min);
-	}
-	return 0;
-}
-
-/* by_total - sort rows by total, largest first */
-static int by_total(const void *a, const void *b)
-{
-	const struct shape_row *x = a, *y = b;
-
-	return x->total < y->total ? 1 : x->total > y->total ? -1 : strcmp(x->key, y->key);
-}
-
 /* print_row - one qshape line */
-static void print_row(const struct shape_row *r, const char *key)
+static void print_row(const struct qshape_row *r, const char *key)
 {
 	printf("%30s %6lu", key, r->total);
-	for (size_t b = 0; b < NBUCKETS; b++)
+	for (size_t b = 0; b < QSHAPE_NBUCKETS; b++)
 		printf(" %5lu", r->count[b]);
 	putchar('\n');
 }
@@ -575,25 +511,25 @@ static void print_row(const struct shape_row *r, const char *key)
 /* cmd_stats - queue shape by age, like qshape */
 static int cmd_stats(struct ternq *q)
 {
-	struct shape s = {.q = q};
+	struct qshape s = {.by_peer = strcmp(q->by, "peer") == 0, .now_us = q->now};
 
-	if (store_foreach(q->store, shape_one, &s) < 0) {
+	if (store_foreach(q->store, qshape_msg, &s) < 0) {
 		fprintf(stderr, "ternq: cannot read the queue\n");
 		return EXIT_USAGE;
 	}
-	qsort(s.rows, s.n, sizeof(*s.rows), by_total);
+	qshape_sort(&s);
 	if (q->json) {
 		json_t *o = json_object(), *rows = json_array(), *labels = json_array();
 
-		for (size_t b = 0; b < NBUCKETS - 1; b++)
-			json_array_append_new(labels, json_integer(buckets[b]));
+		for (size_t b = 0; b < QSHAPE_NBOUNDS; b++)
+			json_array_append_new(labels, json_integer(qshape_bounds[b]));
 		json_object_set_new(o, "by", json_string(q->by));
 		json_object_set_new(o, "bucket_minutes", labels);
 		json_object_set_new(o, "total", json_integer((json_int_t)s.all.total));
 		for (size_t i = 0; i < s.n; i++) {
 			json_t *row = json_object(), *c = json_array();
 
-			for (size_t b = 0; b < NBUCKETS; b++)
+			for (size_t b = 0; b < QSHAPE_NBUCKETS; b++)
 				json_array_append_new(c, json_integer((json_int_t)s.rows[i].count[b]));
 			json_object_set_new(row, "key", json_string(s.rows[i].key));
 			json_object_set_new(row, "total", json_integer((json_int_t)s.rows[i].total));
@@ -604,16 +540,14 @@ static int cmd_stats(struct ternq *q)
 		print_json(o);
 	} else {
 		printf("%30s %6s", "", "T");
-		for (size_t b = 0; b < NBUCKETS - 1; b++)
-			printf(" %5u", buckets[b]);
+		for (size_t b = 0; b < QSHAPE_NBOUNDS; b++)
+			printf(" %5u", qshape_bounds[b]);
 		printf(" %5s\n", "1280+");
 		print_row(&s.all, "TOTAL");
 		for (size_t i = 0; i < s.n; i++)
 			print_row(&s.rows[i], s.rows[i].key);
 	}
-	for (size_t i = 0; i < s.n; i++)
-		free(s.rows[i].key);
-	free(s.rows);
+	qshape_free(&s);
 	return 0;
 }
 

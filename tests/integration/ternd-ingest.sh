@@ -133,6 +133,11 @@ tap_check "postfix starts" pf_start "$pf"
 swaks --server 127.0.0.1 --port "$pf_port" --from a@example.org --to x1@example.com,x2@example.net \
 	--header "Subject: via postfix" >"$top/pf.swaks" 2>&1
 tap_check "Postfix queue drains into ternd" pf_wait_empty "$pf" 30
+# postlogd writes the maillog asynchronously: give it a moment
+_pf_sent2() {
+	[ "$(grep -c 'status=sent (250 2\.0\.0 <x[12]@example\.\(com\|net\)> Ok: queued as [0-9A-Z]\{13\})' "$pf/maillog")" -ge 2 ]
+}
+wait_until 10 _pf_sent2
 tap_is "Postfix logged one LMTP 250 per recipient, with ternd's queue id" \
 	"$(grep -c 'status=sent (250 2\.0\.0 <x[12]@example\.\(com\|net\)> Ok: queued as [0-9A-Z]\{13\})' "$pf/maillog")" 2
 lqid=$(sed -n 's/.*status=sent (250 2\.0\.0 <x1@example\.com> Ok: queued as \([0-9A-Z]*\)).*/\1/p' "$pf/maillog")

@@ -1,0 +1,146 @@
+/*
+ * escape - fields and text for the formats people open in other programs:
+ * CSV (RFC 4180 quoting) and HTML (text and attribute values), and the
+ * UTC times every format prints. Pure apart from writing to the stream.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "report.h"
+
+/* csv_field - one CSV field: quoted when it holds a separator, a quote, a
+ * line end or starts with a character a spreadsheet would evaluate */
+void csv_field(FILE *out, const char *s)
+{
+	int formula = s[0] != '\0' && strchr("=+-@\t", s[0]) != NULL;
+
+	if (s[strcspn(s, ",\"\r\n")] == '\0' && !formula) {
+		fputs(s, out);
+		return;
+	}
+	fputc('"', out);
+	if (formula)
+		fputc('\'', out);	/* not a formula (CSV injection) */
+	for (; *s; s++) {
+		if (*s == '"')
+			fputc('"', out);
+		fputc(*s, out);
+	}
+	fputc('"', out);
+}
+
+/* html_text - text for an HTML element or a quoted attribute value */
+void html_text(FILE *out, const char *s)
+{
+	for (; *s; s++) {
+		switch (*s) {
+		case '<':
+			fputs("&lt;", out);
+			break;
+		case '>':
+			fputs("&gt;", out);
+			break;
+		case '&':
+			fputs("&amp;", out);
+			break;
+		case '"':
+			fputs("&quot;", out);
+			break;
+		case '\'':
+			fputs("&#39;", out);
+			break;
+		default:
+			/* control characters would make the document invalid */
+			fputc((unsigned char)*s < 0x20 ? ' ' : *s, out);
+		}
+	}
+}
+
+/* rpt_utc - seconds since the epoch as "YYYY-MM-DD HH:MM" (UTC) */
+const char *rpt_utc(uint64_t sec, char *buf, size_t cap)
+{
+	time_t t = (time_t)sec;
+	struct tm tm;
+
+	if (gmtime_r(&t, &tm) == NULL || strftime(buf, cap, "%Y-%m-%d %H:%M", &tm) == 0)
+		snprintf(buf, cap, "%llu", (unsigned long long)sec);
+	return buf;
+}
+
+/* rpt_parse_time - "@EPOCH", "YYYY-MM-DD", or that with "[T ]HH:MM[:SS]" and
+ * an optional "Z", all UTC, into seconds; 0 or -1 */
+int rpt_parse_time(const char *s, uint64_t *sec)
+{
+	struct tm tm;
+	const char *end;
+	time_t t;
+
+	if (s[0] == '@') {
+		unsigned long long v;
+		int n = -1;
+
+		if (sscanf(s + 1, "%19llu%n", &v, &n) != 1 || s[1 + n] != '\0' || s[1] < '0' || s[1] > '9')
+			return -1;
+		*sec = v;
+		return 0;
+	}
+	memset(&tm, 0, sizeof(tm));
+	if ((end = strptime(s, "%Y-%m-%d", &tm)) == NULL)
+		return -1;
+	if (*end == 'T' || *end == ' ') {
+		const char *e2 = strptime(end + 1, "%H:%M:%S", &tm);
+
+		if (e2 == NULL)
+			e2 = strptime(end + 1, "%H:%M", &tm);
+		if (e2 == NULL)
+			return -1;
+		end = e2;
+	}
+	if (*end == 'Z')
+		end++;
+	if (*end != '\0' || (t = timegm(&tm)) < 0)
+		return -1;
+	*sec = (uint64_t)t;
+	return 0;
+}
+
+/* rpt_delay_str - a delay in ms for people: "350ms", "1.2s", "4.5m", "2.0h" */
+const char *rpt_delay_str(uint64_t ms, char *buf, size_t cap)
+{
+	if (ms < 1000)
+		snprintf(buf, cap, "%llums", (unsigned long long)ms);
+	else if (ms < 60000)
+		snprintf(buf, cap, "%.1fs", (double)ms / 1000);
+	else if (ms < 3600000)
+		snprintf(buf, cap, "%.1fm", (double)ms / 60000);
+	else
+		snprintf(buf, cap, "%.1fh", (double)ms / 3600000);
+	return buf;
+}
+
+/* rpt_pctl_str - a delay percentile for people, "-" without deliveries */
+const char *rpt_pctl_str(const struct rpt_hist *h, double q, char *buf, size_t cap)
+{
+	uint64_t n = 0;
+
+	for (size_t b = 0; b < RPT_DELAY_NBUCKETS; b++)
+		n += h->count[b];
+	if (n == 0) {
+		snprintf(buf, cap, "-");
+		return buf;
+	}
+	return rpt_delay_str(rpt_percentile(h, q), buf, cap);
+}
+
+/* rpt_percent - a ratio as "87%", or "-" when there was nothing to divide */
+const char *rpt_percent(uint64_t a, uint64_t b, char *buf, size_t cap)
+{
+	if (b == 0)
+		snprintf(buf, cap, "-");
+	else
+		snprintf(buf, cap, "%.0f%%", 100.0 * (double)a / (double)b);
+	return buf;
+}

@@ -1,0 +1,197 @@
+/*
+ * text - the report for a cron mail: plain ASCII, aligned columns, the
+ * layout of pflogsumm where it has one (numbers right-aligned before
+ * their label), each section only when it has rows.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "report.h"
+
+#define NAME_WIDTH_MAX 40
+
+/* section - a heading underlined, as pflogsumm does */
+static void section(FILE *out, const char *title)
+{
+	size_t n = strlen(title);
+
+	fprintf(out, "\n%s\n", title);
+	while (n--)
+		fputc('-', out);
+	fputc('\n', out);
+}
+
+/* name_width - the column width for names: the longest, within bounds */
+static int name_width(size_t n, const char *(*name)(const struct report *, size_t),
+		      const struct report *r, int min)
+{
+	size_t w = (size_t)min;
+
+	for (size_t i = 0; i < n; i++)
+		if (strlen(name(r, i)) > w)
+			w = strlen(name(r, i));
+	return (int)(w > NAME_WIDTH_MAX ? NAME_WIDTH_MAX : w);
+}
+
+static const char *peer_name(const struct report *r, size_t i)
+{
+	return r->peers[i].name;
+}
+
+static const char *domain_name(const struct report *r, size_t i)
+{
+	return r->domains[i].name;
+}
+
+/* totals - the grand totals, one number per line */
+static void totals(const struct report *r, FILE *out)
+{
+	const struct rpt_counts *c = &r->total;
+	char p[3][16];
+
+	section(out, "Grand Totals");
+	fprintf(out, "%9llu   received\n", (unsigned long long)c->received);
+	fprintf(out, "%9llu   recipients\n", (unsigned long long)c->recipients);
+	fprintf(out, "%9llu   bytes received\n", (unsigned long long)c->bytes);
+	fprintf(out, "%9llu   sent\n", (unsigned long long)c->sent);
+	fprintf(out, "%9llu   deferred\n", (unsigned long long)c->deferred);
+	fprintf(out, "%9llu   bounced\n", (unsigned long long)c->bounced);
+	fprintf(out, "%9llu   expired\n", (unsigned long long)c->expired);
+	if (c->sent)
+		fprintf(out, "%9s   delivery delay p50, %s p90, %s p99\n",
+			rpt_pctl_str(&r->delay, 0.5, p[0], sizeof(p[0])),
+			rpt_pctl_str(&r->delay, 0.9, p[1], sizeof(p[1])),
+			rpt_pctl_str(&r->delay, 0.99, p[2], sizeof(p[2])));
+}
+
+/* hourly - the hours that saw traffic */
+static void hourly(const struct report *r, FILE *out)
+{
+	char when[32], p[3][16];
+
+	section(out, "Per-Hour Traffic (UTC)");
+	fprintf(out, "%-16s %8s %8s %8s %8s %8s %7s %7s %7s\n", "hour", "received", "sent",
+		"deferred", "bounced", "expired", "p50", "p90", "p99");
+	for (size_t i = 0; i < r->nhours; i++) {
+		const struct rpt_hour *h = &r->hours[i];
+
+		if (!(h->c.received || h->c.sent || h->c.deferred || h->c.bounced || h->c.expired))
+			continue;
+		fprintf(out, "%-16s %8llu %8llu %8llu %8llu %8llu %7s %7s %7s\n",
+			rpt_utc(r->hour0 + 3600 * i, when, sizeof(when)),
+			(unsigned long long)h->c.received, (unsigned long long)h->c.sent,
+			(unsigned long long)h->c.deferred, (unsigned long long)h->c.bounced,
+			(unsigned long long)h->c.expired,
+			rpt_pctl_str(&h->delay, 0.5, p[0], sizeof(p[0])),
+			rpt_pctl_str(&h->delay, 0.9, p[1], sizeof(p[1])),
+			rpt_pctl_str(&h->delay, 0.99, p[2], sizeof(p[2])));
+	}
+}
+
+/* peers - per relay peer: outcomes, delays, connection reuse, TLS */
+static void peers(const struct report *r, FILE *out)
+{
+	int w = name_width(r->npeers, peer_name, r, 4);
+	char p[3][16], reuse[16], res[16];
+
+	section(out, "Relay Peers");
+	fprintf(out, "%-*s %8s %8s %8s %7s %7s %7s %6s %6s %8s %8s\n", w, "peer", "sent", "deferred",
+		"bounced", "p50", "p90", "p99", "reuse", "resume", "connfail", "tlsfail");
+	for (size_t i = 0; i < r->npeers; i++) {
+		const struct rpt_peer *x = &r->peers[i];
+
+		fprintf(out, "%-*.*s %8llu %8llu %8llu %7s %7s %7s %6s %6s %8llu %8llu\n", w, w, x->name,
+			(unsigned long long)x->c.sent, (unsigned long long)x->c.deferred,
+			(unsigned long long)x->c.bounced,
+			rpt_pctl_str(&x->delay, 0.5, p[0], sizeof(p[0])),
+			rpt_pctl_str(&x->delay, 0.9, p[1], sizeof(p[1])),
+			rpt_pctl_str(&x->delay, 0.99, p[2], sizeof(p[2])),
+			rpt_percent(x->reused, x->transactions, reuse, sizeof(reuse)),
+			rpt_percent(x->tls_resumed, x->tls_full + x->tls_resumed, res, sizeof(res)),
+			(unsigned long long)x->conn_failures, (unsigned long long)x->handshake_failures);
+	}
+}
+
+/* domains - the top recipient domains */
+static void domains(const struct report *r, FILE *out, size_t top)
+{
+	size_t n = r->ndomains < top ? r->ndomains : top;
+	int w = name_width(n, domain_name, r, 6);
+
+	section(out, r->domains_exact ? "Top Recipient Domains"
+		: "Top Recipient Domains (approximate: more domains than the table holds)");
+	fprintf(out, "%-*s %8s %8s %8s %8s %8s\n", w, "domain", "total", "sent", "deferred",
+		"bounced", "expired");
+	for (size_t i = 0; i < n; i++) {
+		const struct rpt_domain *d = &r->domains[i];
+
+		fprintf(out, "%-*.*s %8llu %8llu %8llu %8llu %8llu\n", w, w, d->name,
+			(unsigned long long)d->total, (unsigned long long)d->sent,
+			(unsigned long long)d->deferred, (unsigned long long)d->bounced,
+			(unsigned long long)d->expired);
+	}
+}
+
+/* reasons - deferrals and bounces by enhanced status code */
+static void reasons(const struct report *r, FILE *out)
+{
+	section(out, "Deferral and Bounce Reasons");
+	fprintf(out, "%-8s %-8s %8s   %s\n", "status", "dsn", "count", "example");
+	for (size_t i = 0; i < r->nreasons; i++) {
+		const struct rpt_reason *x = &r->reasons[i];
+
+		fprintf(out, "%-8s %-8s %8llu   %.70s\n", x->status, x->dsn,
+			(unsigned long long)x->count, x->example);
+	}
+}
+
+/* queue - the queue's shape now, by peer, as ternq stats --by peer */
+static void queue(const struct report *r, FILE *out)
+{
+	int w = 10;
+
+	for (size_t i = 0; i < r->queue.n; i++)
+		if ((int)strlen(r->queue.rows[i].key) > w)
+			w = (int)strlen(r->queue.rows[i].key);
+	if (w > NAME_WIDTH_MAX)
+		w = NAME_WIDTH_MAX;
+	section(out, "Queue Now (recipients by age in minutes)");
+	fprintf(out, "%-*s %6s", w, "peer", "T");
+	for (size_t b = 0; b < QSHAPE_NBOUNDS; b++)
+		fprintf(out, " %5u", qshape_bounds[b]);
+	fprintf(out, " %5s\n", "1280+");
+	for (size_t i = 0; i <= r->queue.n; i++) {
+		const struct qshape_row *row = i ? &r->queue.rows[i - 1] : &r->queue.all;
+
+		fprintf(out, "%-*.*s %6lu", w, w, i ? row->key : "TOTAL", row->total);
+		for (size_t b = 0; b < QSHAPE_NBUCKETS; b++)
+			fprintf(out, " %5lu", row->count[b]);
+		fputc('\n', out);
+	}
+}
+
+/* report_text - the whole report as text */
+int report_text(const struct report *r, FILE *out, size_t top)
+{
+	char a[32], b[32];
+
+	fprintf(out, "tern-report: %s to %s UTC", rpt_utc(r->from_us / 1000000, a, sizeof(a)),
+		rpt_utc(r->to_us / 1000000, b, sizeof(b)));
+	if (r->nodes > 1)
+		fprintf(out, ", %u nodes", r->nodes);
+	fputc('\n', out);
+	totals(r, out);
+	if (rpt_traffic(r))
+		hourly(r, out);
+	if (r->npeers)
+		peers(r, out);
+	if (r->ndomains && top)
+		domains(r, out, top);
+	if (r->nreasons)
+		reasons(r, out);
+	if (r->have_queue)
+		queue(r, out);
+	return ferror(out) ? -1 : 0;
+}

@@ -1,0 +1,495 @@
+/*
+ * check_report - tern-report's pure parts: delay buckets and percentiles
+ * (also of merged histograms), aggregation of history records (outcomes,
+ * transactions, connection reuse and TLS, failures), the bounded tables
+ * (peers, reasons, Space-Saving domains), CSV and HTML escaping, the time
+ * parser, the --merge JSON reader's refusals, and store_hist_foreach_range
+ * over more records than one read batch.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+#include "store.h"
+#include "tmpdir.h"
+#include "unit.h"
+
+#define DAY0 1732838400ULL		/* 2024-11-29 00:00 UTC */
+#define US(s) ((uint64_t)(s) * 1000000)
+
+/* new_report - a report of DAY0's 24 hours */
+static void new_report(struct report *r)
+{
+	const char *why;
+
+	ck_assert_int_eq(report_init(r, US(DAY0), US(DAY0 + 86400), &why), 0);
+}
+
+/* attempt - a history record of one recipient's attempt */
+static struct hist_rec attempt(uint64_t t, const char *qid, uint32_t idx, const char *rcpt,
+			       const char *peer, unsigned state, uint32_t conn_use, unsigned tls,
+			       uint64_t delay_ms, const char *dsn, const char *reply)
+{
+	struct hist_rec h;
+
+	memset(&h, 0, sizeof(h));
+	h.kind = HIST_ATTEMPT;
+	h.state = (uint8_t)state;
+	h.tls = (uint8_t)tls;
+	h.code = (uint16_t)atoi(reply);
+	h.idx = idx;
+	h.conn_use = conn_use;
+	h.time_us = US(t);
+	h.delays_us[0] = delay_ms * 1000;
+	snprintf(h.qid, sizeof(h.qid), "%s", qid);
+	h.rcpt = (char *)rcpt;
+	h.peer = (char *)peer;
+	h.relay = (char *)(conn_use ? "mx.example[192.0.2.1]:25" : "none");
+	h.dsn = (char *)dsn;
+	h.reply = (char *)reply;
+	h.sender = h.msgid = h.client = h.peer_qid = (char *)"";
+	return h;
+}
+
+static const struct {
+	uint64_t ms;
+	size_t bucket;
+} buckets[] = {
+	{0, 0}, {1, 0}, {2, 1}, {3, 2}, {10, 3}, {11, 4}, {1000, 9},
+	{432000000, RPT_DELAY_NBOUNDS - 1}, {432000001, RPT_DELAY_NBOUNDS}, {UINT64_MAX, RPT_DELAY_NBOUNDS},
+};
+
+START_TEST(test_bucket)
+{
+	ck_assert_uint_eq(rpt_delay_bucket(buckets[_i].ms), buckets[_i].bucket);
+}
+END_TEST
+
+START_TEST(test_percentile)
+{
+	struct rpt_hist h, twice;
+
+	memset(&h, 0, sizeof(h));
+	ck_assert_uint_eq(rpt_percentile(&h, 0.5), 0);
+	/* 10 deliveries in (10, 25] ms: linear inside the bucket */
+	h.count[rpt_delay_bucket(20)] = 10;
+	ck_assert_uint_eq(rpt_percentile(&h, 0.5), 18);	/* 10 + 15 * 5/10 = 17.5 */
+	ck_assert_uint_eq(rpt_percentile(&h, 1.0), 25);
+	/* one slow delivery lands in p99, not p50 */
+	h.count[rpt_delay_bucket(90000)] = 1;
+	ck_assert_uint_le(rpt_percentile(&h, 0.5), 25);
+	ck_assert_uint_gt(rpt_percentile(&h, 0.99), 60000);
+	/* the open bucket answers its lower bound */
+	memset(&h, 0, sizeof(h));
+	h.count[RPT_DELAY_NBOUNDS] = 3;
+	ck_assert_uint_eq(rpt_percentile(&h, 0.5), rpt_delay_bounds_ms[RPT_DELAY_NBOUNDS - 1]);
+	/* merged histograms: the same traffic twice has the same percentiles */
+	memset(&h, 0, sizeof(h));
+	h.count[2] = 4;
+	h.count[3] = 3;
+	h.count[7] = 1;
+	twice = h;
+	rpt_hist_add(&twice, &h);
+	ck_assert_uint_eq(twice.count[3], 6);
+	for (double q = 0.05; q <= 1.0; q += 0.05)
+		ck_assert_uint_eq(rpt_percentile(&twice, q), rpt_percentile(&h, q));
+}
+END_TEST
+
+START_TEST(test_aggregate)
+{
+	struct report r;
+	struct hist_rec acc, h[8];
+	size_t n = 0;
+
+	new_report(&r);
+	memset(&acc, 0, sizeof(acc));
+	acc.kind = HIST_ACCEPT;
+	acc.time_us = US(DAY0 + 3600 + 5);
+	acc.size = 1500;
+	acc.nrcpt = 2;
+	report_add(&acc, &r);
+	acc.time_us = US(DAY0 - 1);	/* before the window: not counted */
+	report_add(&acc, &r);
+	/* one transaction of two recipients on a new resumed TLS connection */
+	h[n++] = attempt(DAY0 + 3601, "AAAA", 0, "a@x.example", "relay", RCPT_SENT, 1,
+			 HIST_TLS_RESUMED, 20, "2.0.0", "250 2.0.0 Ok");
+	h[n++] = attempt(DAY0 + 3601, "AAAA", 1, "b@Y.example", "relay", RCPT_SENT, 1,
+			 HIST_TLS_RESUMED, 20, "2.0.0", "250 2.0.0 Ok");
+	/* the next one on the same connection */
+	h[n++] = attempt(DAY0 + 3602, "BBBB", 0, "c@x.example", "relay", RCPT_BOUNCED, 2,
+			 HIST_TLS_RESUMED, 0, "5.1.1", "550 5.1.1 unknown user");
+	/* a new connection, full handshake */
+	h[n++] = attempt(DAY0 + 7300, "CCCC", 0, "d@x.example", "relay", RCPT_DEFERRED, 1,
+			 HIST_TLS_FULL, 0, "4.2.0", "450 4.2.0 later");
+	/* a TLS failure: no connection */
+	h[n++] = attempt(DAY0 + 7400, "DDDD", 0, "e@z.example", "other", RCPT_DEFERRED, 0,
+			 HIST_TLS_NONE, 0, "4.4.1",
+			 "450 TLS handshake with mx[192.0.2.2] failed: certificate verify failed");
+	h[n++] = attempt(DAY0 + 7500, "EEEE", 0, "f@z.example", "other", HIST_EXPIRED, 0,
+			 HIST_TLS_NONE, 0, "4.4.7", "message expired");
+	for (size_t i = 0; i < n; i++)
+		report_add(&h[i], &r);
+	report_finish(&r);
+
+	ck_assert_uint_eq(r.total.received, 1);
+	ck_assert_uint_eq(r.total.recipients, 2);
+	ck_assert_uint_eq(r.total.bytes, 1500);
+	ck_assert_uint_eq(r.total.sent, 2);
+	ck_assert_uint_eq(r.total.bounced, 1);
+	ck_assert_uint_eq(r.total.deferred, 2);
+	ck_assert_uint_eq(r.total.expired, 1);
+	ck_assert(rpt_traffic(&r));
+	ck_assert_uint_eq(r.nhours, 24);
+	ck_assert_uint_eq(r.hours[1].c.received, 1);
+	ck_assert_uint_eq(r.hours[1].c.sent, 2);
+	ck_assert_uint_eq(r.hours[2].c.deferred, 2);
+	ck_assert_uint_eq(r.hours[2].c.expired, 1);
+	/* peers sorted by name */
+	ck_assert_uint_eq(r.npeers, 2);
+	ck_assert_str_eq(r.peers[0].name, "other");
+	ck_assert_uint_eq(r.peers[0].conn_failures, 1);
+	ck_assert_uint_eq(r.peers[0].handshake_failures, 1);
+	ck_assert_uint_eq(r.peers[0].transactions, 0);
+	ck_assert_str_eq(r.peers[1].name, "relay");
+	ck_assert_uint_eq(r.peers[1].transactions, 3);
+	ck_assert_uint_eq(r.peers[1].reused, 1);
+	ck_assert_uint_eq(r.peers[1].connections, 2);
+	ck_assert_uint_eq(r.peers[1].tls_resumed, 1);
+	ck_assert_uint_eq(r.peers[1].tls_full, 1);
+	ck_assert_uint_eq(r.peers[1].delay.count[rpt_delay_bucket(20)], 2);
+	/* domains: by total, case folded */
+	ck_assert_uint_eq(r.ndomains, 3);
+	ck_assert_str_eq(r.domains[0].name, "x.example");
+	ck_assert_uint_eq(r.domains[0].total, 3);
+	ck_assert_uint_eq(r.domains[0].sent, 1);
+	ck_assert(r.domains_exact);
+	/* reasons: by count, then status and code */
+	ck_assert_uint_eq(r.nreasons, 4);
+	ck_assert_str_eq(r.reasons[0].status, "bounced");
+	ck_assert_str_eq(r.reasons[0].dsn, "5.1.1");
+	ck_assert_str_eq(r.reasons[0].example, "550 5.1.1 unknown user");
+	report_free(&r);
+}
+END_TEST
+
+START_TEST(test_window)
+{
+	struct report r;
+	const char *why;
+
+	ck_assert_int_eq(report_init(&r, US(DAY0), US(DAY0), &why), -1);
+	ck_assert_int_eq(report_init(&r, US(DAY0), US(DAY0 + 367ULL * 86400), &why), -1);
+	/* a window that starts mid-hour has the partial hours at both ends */
+	ck_assert_int_eq(report_init(&r, US(DAY0 + 1800), US(DAY0 + 1800 + 86400), &why), 0);
+	ck_assert_uint_eq(r.nhours, 25);
+	ck_assert_uint_eq(r.hour0, DAY0);
+	ck_assert_ptr_null(rpt_hour(&r, DAY0 - 1));
+	ck_assert_ptr_nonnull(rpt_hour(&r, DAY0 + 86400 + 3599));
+	ck_assert_ptr_null(rpt_hour(&r, DAY0 + 86400 + 3600));
+	ck_assert(!rpt_traffic(&r));
+	report_free(&r);
+}
+END_TEST
+
+START_TEST(test_caps)
+{
+	struct report r;
+	char name[64];
+
+	new_report(&r);
+	for (int i = 0; i < RPT_PEERS_MAX + 50; i++) {
+		snprintf(name, sizeof(name), "peer%d", i);
+		rpt_peer(&r, name)->c.sent++;
+	}
+	ck_assert_uint_eq(r.npeers, RPT_PEERS_MAX);
+	ck_assert_str_eq(rpt_peer(&r, "peer9999")->name, RPT_OTHER);
+	ck_assert_uint_eq(rpt_peer(&r, RPT_OTHER)->c.sent, 51);
+	for (int i = 0; i < RPT_REASONS_MAX + 10; i++) {
+		snprintf(name, sizeof(name), "4.%d.%d", i / 10, i % 10);
+		rpt_reason(&r, "deferred", name, "x")->count++;
+	}
+	ck_assert_uint_eq(r.nreasons, RPT_REASONS_MAX);
+	report_free(&r);
+}
+END_TEST
+
+START_TEST(test_space_saving)
+{
+	struct report r;
+	struct rpt_domain one = {.total = 1, .sent = 1};
+	char name[64];
+
+	new_report(&r);
+	/* a heavy domain among many light ones keeps its place and its count */
+	for (int i = 0; i < 3 * RPT_DOMAINS_MAX; i++) {
+		snprintf(name, sizeof(name), "light%d.example", i);
+		rpt_domain_add(&r, name, &one);
+		if (i % 3 == 0)
+			rpt_domain_add(&r, "heavy.example", &one);
+	}
+	report_finish(&r);
+	ck_assert_uint_eq(r.ndomains, RPT_DOMAINS_MAX);
+	ck_assert(!r.domains_exact);
+	ck_assert_str_eq(r.domains[0].name, "heavy.example");
+	ck_assert_uint_eq(r.domains[0].total, RPT_DOMAINS_MAX);
+	ck_assert_uint_eq(r.domains[0].error, 0);
+	report_free(&r);
+}
+END_TEST
+
+/* capture - what fn wrote for s */
+static char *capture(void (*fn)(FILE *, const char *), const char *s)
+{
+	static char buf[512];
+	FILE *f = fmemopen(buf, sizeof(buf), "w");
+
+	fn(f, s);
+	fclose(f);
+	return buf;
+}
+
+static const struct {
+	const char *in, *csv, *html;
+} escapes[] = {
+	{"plain", "plain", "plain"},
+	{"", "", ""},
+	{"a,b", "\"a,b\"", "a,b"},
+	{"say \"hi\"", "\"say \"\"hi\"\"\"", "say &quot;hi&quot;"},
+	{"two\r\nlines", "\"two\r\nlines\"", "two  lines"},
+	{"=HYPERLINK(1)", "\"'=HYPERLINK(1)\"", "=HYPERLINK(1)"},
+	{"-2+3", "\"'-2+3\"", "-2+3"},
+	{"<script>&'", "<script>&'", "&lt;script&gt;&amp;&#39;"},
+	{"4.7.0", "4.7.0", "4.7.0"},
+};
+
+START_TEST(test_escape)
+{
+	ck_assert_str_eq(capture(csv_field, escapes[_i].in), escapes[_i].csv);
+	ck_assert_str_eq(capture(html_text, escapes[_i].in), escapes[_i].html);
+}
+END_TEST
+
+static const struct {
+	const char *in;
+	int rc;
+	uint64_t sec;
+} times[] = {
+	{"@0", 0, 0},
+	{"@1732838400", 0, DAY0},
+	{"2024-11-29", 0, DAY0},
+	{"2024-11-29T01:30", 0, DAY0 + 5400},
+	{"2024-11-29 01:30:15", 0, DAY0 + 5415},
+	{"2024-11-29T01:30:15Z", 0, DAY0 + 5415},
+	{"2024-11-29T", -1, 0},
+	{"2024-11-29x", -1, 0},
+	{"yesterday", -1, 0},
+	{"@", -1, 0},
+	{"@-5", -1, 0},
+	{"@12x", -1, 0},
+	{"", -1, 0},
+};
+
+START_TEST(test_time)
+{
+	uint64_t sec = 42;
+
+	ck_assert_int_eq(rpt_parse_time(times[_i].in, &sec), times[_i].rc);
+	if (times[_i].rc == 0)
+		ck_assert_uint_eq(sec, times[_i].sec);
+}
+END_TEST
+
+/* to_json - a report as JSON text (allocated) */
+static char *to_json(const struct report *r, size_t *len)
+{
+	char *buf = NULL;
+	FILE *f = open_memstream(&buf, len);
+
+	ck_assert_int_eq(report_json(r, f), 0);
+	fclose(f);
+	return buf;
+}
+
+START_TEST(test_merge)
+{
+	struct report r, m;
+	struct hist_rec h = attempt(DAY0 + 60, "AAAA", 0, "a@x.example", "relay", RCPT_SENT, 1,
+				    HIST_TLS_FULL, 30, "2.0.0", "250 ok");
+	char why[256], *json;
+	size_t len;
+	uint64_t f, t;
+
+	new_report(&r);
+	report_add(&h, &r);
+	rpt_domain_add(&r, "y.example", &(struct rpt_domain){.total = 2, .bounced = 2});
+	report_finish(&r);
+	json = to_json(&r, &len);
+	ck_assert_int_eq(report_merge_window(json, len, &f, &t), 0);
+	ck_assert_uint_eq(f, US(DAY0));
+	ck_assert_uint_eq(t, US(DAY0 + 86400));
+	new_report(&m);
+	m.nodes = 0;
+	ck_assert_int_eq(report_merge_json(&m, json, len, why, sizeof(why)), 0);
+	ck_assert_int_eq(report_merge_json(&m, json, len, why, sizeof(why)), 0);
+	report_finish(&m);
+	ck_assert_uint_eq(m.nodes, 2);
+	ck_assert_uint_eq(m.total.sent, 2);
+	ck_assert_uint_eq(m.hours[0].c.sent, 2);
+	ck_assert_uint_eq(m.hours[0].delay.count[rpt_delay_bucket(30)], 2);
+	ck_assert_uint_eq(m.npeers, 1);
+	ck_assert_uint_eq(m.peers[0].connections, 2);
+	ck_assert_uint_eq(m.peers[0].tls_full, 2);
+	ck_assert_str_eq(m.domains[0].name, "y.example");
+	ck_assert_uint_eq(m.domains[0].bounced, 4);
+	ck_assert_uint_eq(rpt_percentile(&m.delay, 0.5), rpt_percentile(&r.delay, 0.5));
+	report_free(&m);
+	report_free(&r);
+	free(json);
+}
+END_TEST
+
+static const char *const bad_json[] = {
+	"",
+	"[]",
+	"{\"version\": 2}",
+	"{\"version\": 1, \"from\": 0, \"to\": 10}",		/* no delay_bounds_ms */
+	"{\"version\": 1, \"delay_bounds_ms\": [1, 2]}",	/* not our buckets */
+	"{\"version\": 1, \"version\": 1}",			/* duplicate member */
+	"{\"version\": \"1\"}",
+};
+
+START_TEST(test_merge_refuses)
+{
+	struct report r;
+	char why[256] = "";
+
+	new_report(&r);
+	ck_assert_int_eq(report_merge_json(&r, bad_json[_i], strlen(bad_json[_i]), why, sizeof(why)), -1);
+	ck_assert(why[0] != '\0');
+	ck_assert_uint_eq(r.nodes, 1);
+	report_free(&r);
+}
+END_TEST
+
+/* bounds_json - the delay_bounds_ms member text */
+static void bounds_json(char *buf, size_t cap)
+{
+	size_t n = (size_t)snprintf(buf, cap, "\"delay_bounds_ms\": [");
+
+	for (size_t b = 0; b < RPT_DELAY_NBOUNDS; b++)
+		n += (size_t)snprintf(buf + n, cap - n, "%s%llu", b ? "," : "",
+				      (unsigned long long)rpt_delay_bounds_ms[b]);
+	snprintf(buf + n, cap - n, "]");
+}
+
+START_TEST(test_merge_all_or_nothing)
+{
+	struct report r;
+	char bounds[512], json[2048], why[256];
+
+	/* totals are fine, a later peer is broken: nothing is added */
+	bounds_json(bounds, sizeof(bounds));
+	snprintf(json, sizeof(json), "{\"version\": 1, %s, \"from\": %llu, \"to\": %llu, "
+		 "\"totals\": {\"sent\": 5}, \"peers\": [{\"peer\": \"a\", \"sent\": 5}, "
+		 "{\"peer\": \"b\", \"sent\": -1}]}", bounds, DAY0, DAY0 + 86400);
+	new_report(&r);
+	ck_assert_int_eq(report_merge_json(&r, json, strlen(json), why, sizeof(why)), -1);
+	ck_assert_uint_eq(r.total.sent, 0);
+	ck_assert_uint_eq(r.npeers, 0);
+	report_free(&r);
+}
+END_TEST
+
+#define RANGE_MSGS 1500			/* three records each: several read batches */
+
+/* put_range - RANGE_MSGS messages, one a second from DAY0: an acceptance and
+ * two attempts of the same transaction (same time, one key apart) */
+static int put_range(struct store_txn *t, void *arg)
+{
+	(void)arg;
+	for (uint64_t i = 0; i < RANGE_MSGS; i++) {
+		char qid[QID_LEN + 1];
+		struct hist_rec h[3];
+
+		snprintf(qid, sizeof(qid), "%0*llu", QID_LEN, (unsigned long long)i);
+		h[0] = attempt(DAY0 + i, qid, 0, "", "", 0, 0, 0, 0, "", "");
+		h[0].kind = HIST_ACCEPT;
+		h[0].nrcpt = 2;
+		h[0].size = 100;
+		h[1] = attempt(DAY0 + i, qid, 0, "a@x.example", "relay", RCPT_SENT, 1 + (unsigned)i % 5,
+			       HIST_TLS_FULL, 30, "2.0.0", "250 ok");
+		h[2] = attempt(DAY0 + i, qid, 1, "b@x.example", "relay", RCPT_DEFERRED, 1 + (unsigned)i % 5,
+			       HIST_TLS_FULL, 0, "4.2.0", "450 later");
+		for (size_t k = 0; k < 3; k++)
+			if (store_hist_put(t, &h[k]) != 0)
+				return -1;
+	}
+	return 0;
+}
+
+START_TEST(test_history_range)
+{
+	char dir[256], qdir[300], err[256];
+	struct store *st;
+	struct report r;
+	const char *why;
+
+	tmpdir_make(dir, sizeof(dir));
+	snprintf(qdir, sizeof(qdir), "%s/queue", dir);
+	st = store_open(qdir, 0, 0, err, sizeof(err));
+	ck_assert_msg(st != NULL, "store_open: %s", err);
+	ck_assert_int_eq(store_write(st, put_range, NULL, err, sizeof(err)), 0);
+	/* [DAY0 + 100, DAY0 + 1300): 1200 messages, the ends exact */
+	ck_assert_int_eq(report_init(&r, US(DAY0 + 100), US(DAY0 + 1300), &why), 0);
+	ck_assert_int_eq(store_hist_foreach_range(st, r.from_us, r.to_us, report_add, &r), 0);
+	report_finish(&r);
+	ck_assert_uint_eq(r.total.received, 1200);
+	ck_assert_uint_eq(r.total.recipients, 2400);
+	ck_assert_uint_eq(r.total.bytes, 120000);
+	ck_assert_uint_eq(r.total.sent, 1200);
+	ck_assert_uint_eq(r.total.deferred, 1200);
+	/* both recipients' records of a transaction make one transaction,
+	 * also where a read batch ends between them */
+	ck_assert_uint_eq(r.npeers, 1);
+	ck_assert_uint_eq(r.peers[0].transactions, 1200);
+	ck_assert_uint_eq(r.peers[0].connections, 240);
+	ck_assert_uint_eq(r.peers[0].reused, 960);
+	report_free(&r);
+	/* an empty window, and one past the end */
+	ck_assert_int_eq(report_init(&r, US(DAY0 - 7200), US(DAY0), &why), 0);
+	ck_assert_int_eq(store_hist_foreach_range(st, r.from_us, r.to_us, report_add, &r), 0);
+	ck_assert(!rpt_traffic(&r));
+	report_free(&r);
+	ck_assert_int_eq(report_init(&r, US(DAY0 + 1499), US(DAY0 + 9999), &why), 0);
+	ck_assert_int_eq(store_hist_foreach_range(st, r.from_us, r.to_us, report_add, &r), 0);
+	ck_assert_uint_eq(r.total.received, 1);
+	report_free(&r);
+	store_close(&st);
+	tmpdir_remove(dir);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("report");
+	TCase *tc = tcase_create("report");
+
+	tcase_add_loop_test(tc, test_bucket, 0, N_ELEMENTS(buckets));
+	tcase_add_test(tc, test_percentile);
+	tcase_add_test(tc, test_aggregate);
+	tcase_add_test(tc, test_window);
+	tcase_add_test(tc, test_caps);
+	tcase_add_test(tc, test_space_saving);
+	tcase_add_loop_test(tc, test_escape, 0, N_ELEMENTS(escapes));
+	tcase_add_loop_test(tc, test_time, 0, N_ELEMENTS(times));
+	tcase_add_test(tc, test_merge);
+	tcase_add_loop_test(tc, test_merge_refuses, 0, N_ELEMENTS(bad_json));
+	tcase_add_test(tc, test_merge_all_or_nothing);
+	tcase_add_test(tc, test_history_range);
+	suite_add_tcase(s, tc);
+	return unit_run(s);
+}
