@@ -33,6 +33,7 @@ struct conn {
 	char in[8192];
 	size_t in_pos, in_len;
 	unsigned messages;		/* transactions on this connection */
+	unsigned gen;			/* the peer settings it was opened with (relay.c) */
 	int opened, busy;		/* conn_open succeeded (counted in tern_connections{state}:
 					 * idle or busy; logged at close) */
 	char why[512];			/* the last failure, for logs and DSNs */

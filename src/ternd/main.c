@@ -74,7 +74,7 @@ static void write_pid(void)
 		log_warning("cannot write the pid file: %s", strerror(errno));
 }
 
-/* reload - SIGHUP: new routes and limits; listeners need a restart */
+/* reload - SIGHUP: new routes, limits and peers; listeners need a restart */
 static void reload(const char *path)
 {
 	struct conf *conf, *old;
@@ -91,6 +91,7 @@ static void reload(const char *path)
 	__atomic_store_n(&ternd.conf, conf, __ATOMIC_RELEASE);
 	retired = xreallocarray(retired, nretired + 1, sizeof(*retired));
 	retired[nretired++] = old;
+	relay_reload(conf);
 	log_info("configuration reloaded from %s", path);
 }
 

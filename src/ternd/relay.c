@@ -66,7 +66,13 @@ struct bucket {
 
 struct peer_rt {
 	char *name;
-	SSL_CTX *tls;
+	SSL_CTX *tls;			/* under lock: a reload may replace it */
+	char *settings;			/* the connection settings tls was made from */
+	unsigned gen;			/* under lock: bumped when they change */
+	int gone;			/* removed by a reload: its threads stop */
+	SSL_CTX **retired;		/* contexts replaced by reloads, freed at stop */
+	size_t nretired;
+	char *alive;			/* per thread slot: 0 never started, 1 runs, 2 ended */
 	pthread_mutex_t lock;
 	pthread_cond_t ready;
 	char (*jobs)[QID_LEN + 1];	/* ring of queue ids waiting */
@@ -88,14 +94,25 @@ struct peer_rt {
 };
 
 static struct {
-	struct peer_rt *peers;
+	struct peer_rt **peers;		/* never freed before relay_stop */
 	size_t npeers;
+	pthread_rwlock_t peers_lock;	/* the array: a reload adds to it */
 	pthread_t sched;
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
 	int kicked;
 	int stopping;
-} relay = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+} relay = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
+	   .peers_lock = PTHREAD_RWLOCK_INITIALIZER};
+
+static int max_connections(const struct conf_peer *p);
+
+/* Messages the scheduler found routed to a peer a reload removed. */
+#define REROUTE_MAX 64			/* per scan; the next scan finds the rest */
+struct reroutes {
+	char qids[REROUTE_MAX][QID_LEN + 1];
+	size_t n;
+};
 
 /* relay_kick - new mail is queued: look at the schedule now */
 void relay_kick(void)
@@ -106,13 +123,18 @@ void relay_kick(void)
 	pthread_mutex_unlock(&relay.lock);
 }
 
-/* find_rt - a peer's runtime state by name, or NULL (no host: not relayed) */
+/* find_rt - a relayed peer's runtime state by name, or NULL (no host:
+ * not relayed; or removed by a reload) */
 static struct peer_rt *find_rt(const char *name)
 {
-	for (size_t i = 0; i < relay.npeers; i++)
-		if (strcmp(relay.peers[i].name, name) == 0)
-			return &relay.peers[i];
-	return NULL;
+	struct peer_rt *rt = NULL;
+
+	pthread_rwlock_rdlock(&relay.peers_lock);
+	for (size_t i = 0; i < relay.npeers && rt == NULL; i++)
+		if (!relay.peers[i]->gone && strcmp(relay.peers[i]->name, name) == 0)
+			rt = relay.peers[i];
+	pthread_rwlock_unlock(&relay.peers_lock);
+	return rt;
 }
 
 /* busy_find - index of qid in the peer's busy set, or -1 */
@@ -159,22 +181,76 @@ static void done(struct peer_rt *p, const char *qid)
 static int due(uint64_t next_us, const char *qid, uint32_t idx, const char *peer, void *arg)
 {
 	struct peer_rt *p = find_rt(peer);
+	struct reroutes *rr = arg;
 
 	(void)next_us;
 	(void)idx;
-	(void)arg;
 	if (p)
 		offer(p, qid);
+	else if (conf_peer_find(ternd_conf(), peer) == NULL && rr->n < REROUTE_MAX
+		 && (rr->n == 0 || strcmp(rr->qids[rr->n - 1], qid) != 0))
+		memcpy(rr->qids[rr->n++], qid, QID_LEN + 1);	/* its peer was removed */
 	return relay.stopping;
+}
+
+/* reroute_write - route again the live recipients of a message whose peer
+ * is no longer configured (removed by a reload): by [routes] now, keeping
+ * their schedule and attempts; with no route, they wait min_backoff */
+static int reroute_write(struct store_txn *txn, void *arg)
+{
+	const char *qid = arg;
+	const struct conf *conf = ternd_conf();
+	struct q_rcpt *rcpts = NULL;
+	size_t n = 0;
+	int rc;
+
+	if ((rc = store_txn_get_rcpts(txn, qid, &rcpts, &n)) != 0) {
+		q_rcpts_free(&rcpts, n);
+		return rc == 1 ? 0 : rc;
+	}
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		struct q_rcpt *r = &rcpts[i];
+		const char *to;
+		uint64_t old = r->next_us;
+
+		if ((r->state != RCPT_QUEUED && r->state != RCPT_DEFERRED)
+		    || conf_peer_find(conf, r->peer) != NULL)
+			continue;
+		if ((to = conf_route(conf, r->addr)) != NULL) {
+			log_info("%s: to=<%s>: peer %s is no longer configured: routed to %s", qid,
+				 r->addr, r->peer, to);
+			free(r->peer);
+			r->peer = xstrdup(to);
+		} else {
+			log_warning("%s: to=<%s>: peer %s is no longer configured and no route "
+				    "matches: it waits", qid, r->addr, r->peer);
+			r->next_us = now_us() + (uint64_t)conf->ternd.min_backoff * 1000;
+		}
+		rc = store_put_rcpt(txn, qid, r, old);
+	}
+	q_rcpts_free(&rcpts, n);
+	return rc;
 }
 
 /* sched_main - the scheduler loop: once a second, or when kicked */
 static void *sched_main(void *arg)
 {
+	static struct reroutes rr;
+
 	for (;;) {
 		struct timespec t;
 
-		store_foreach_due(ternd.store, now_us(), due, NULL);
+		rr.n = 0;
+		store_foreach_due(ternd.store, now_us(), due, &rr);
+		for (size_t i = 0; i < rr.n && !relay.stopping; i++) {
+			struct job job = {0};
+
+			job.kind = JOB_WRITE;
+			job.write = reroute_write;
+			job.arg = rr.qids[i];
+			if (commit_submit(&job) < 0)
+				log_error("%s: cannot route it again: %s", rr.qids[i], job.err);
+		}
 		pthread_mutex_lock(&relay.lock);
 		clock_gettime(CLOCK_REALTIME, &t);
 		t.tv_sec += 1;
@@ -985,8 +1061,14 @@ static void rate_wait(struct peer_rt *rt, const struct conf_peer *p)
 /* peer_connect - a new connection, within the peer's max_connection_rate */
 static int peer_connect(struct peer_rt *rt, const struct conf_peer *p, struct conn *c)
 {
+	SSL_CTX *ctx;
+
 	bucket_wait(rt, &rt->connections, p->max_connection_rate, 1.0);
-	return conn_open(c, p, rt->tls, p->helo_name[0] ? p->helo_name : ternd.hostname);
+	pthread_mutex_lock(&rt->lock);
+	ctx = rt->tls;
+	c->gen = rt->gen;
+	pthread_mutex_unlock(&rt->lock);
+	return conn_open(c, p, ctx, p->helo_name[0] ? p->helo_name : ternd.hostname);
 }
 
 /* attempt_load - a job's message and this peer's recipients due now;
@@ -1289,7 +1371,7 @@ static void deliver(struct peer_rt *rt, struct conn *c, struct conn *cb, const c
 /* One delivery thread and its connection. */
 struct worker_arg {
 	struct peer_rt *rt;
-	int warm;			/* one of min_idle: open at start, kept open */
+	int index;			/* its slot: below min_idle, kept warm */
 };
 
 /* keepalive - NOOP on an idle connection; close it if that fails */
@@ -1308,14 +1390,22 @@ static void *worker(void *arg)
 	struct worker_arg *wa = arg;
 	struct peer_rt *rt = wa->rt;
 	struct conn c = {.fd = -1}, cb = {.fd = -1};	/* to the peer, to its backup */
-	const struct conf_peer *p = conf_peer_find(ternd_conf(), rt->name);
 	uint64_t last_used = now_us(), last_try = 0;
 
 	for (;;) {
+		/* the current settings: a reload may change them */
+		const struct conf_peer *p = conf_peer_find(ternd_conf(), rt->name);
 		char qid[QID_LEN + 1];
 		struct timespec t;
-		int idle = 0;
+		int idle = 0, warm;
 
+		if (p == NULL || rt->gone || wa->index >= max_connections(p))
+			break;	/* removed, or fewer connections: this one goes */
+		warm = wa->index < p->min_idle;
+		if (c.fd >= 0 && c.gen != rt->gen)
+			conn_close(&c, 1);	/* its settings changed: reopen when needed */
+		if (cb.fd >= 0 && (rt->backup == NULL || cb.gen != rt->backup->gen))
+			conn_close(&cb, 1);
 		pthread_mutex_lock(&rt->lock);
 		clock_gettime(CLOCK_REALTIME, &t);
 		t.tv_sec += 1;
@@ -1331,12 +1421,12 @@ static void *worker(void *arg)
 			pthread_mutex_unlock(&rt->lock);
 			if (c.fd >= 0 && !conn_alive(&c))
 				conn_close(&c, 0);
-			if (wa->warm && c.fd < 0 && now - last_try > (uint64_t)p->connect_timeout * 1000) {
+			if (warm && c.fd < 0 && now - last_try > (uint64_t)p->connect_timeout * 1000) {
 				/* min_idle: keep a connection ready, EHLO and TLS done */
 				last_try = now;
 				if (peer_connect(rt, p, &c) == 0)
 					last_used = now;
-			} else if (c.fd >= 0 && !wa->warm && now - last_used > (uint64_t)p->idle_timeout * 1000) {
+			} else if (c.fd >= 0 && !warm && now - last_used > (uint64_t)p->idle_timeout * 1000) {
 				conn_close(&c, 1);	/* idle_timeout */
 			} else if (c.fd >= 0 && now - last_used > (uint64_t)p->keepalive_interval * 1000) {
 				keepalive(&c);
@@ -1355,6 +1445,9 @@ static void *worker(void *arg)
 	conn_close(&cb, 1);
 	smtp_reply_free(&c.parser);
 	smtp_reply_free(&cb.parser);
+	pthread_mutex_lock(&rt->lock);
+	rt->alive[wa->index] = 2;	/* to be joined */
+	pthread_mutex_unlock(&rt->lock);
 	free(wa);
 	return NULL;
 }
@@ -1430,6 +1523,114 @@ static void open_session_key(const struct conf *conf)
 		log_fatal("%s", err);
 }
 
+/* max_connections - a peer's delivery threads */
+static int max_connections(const struct conf_peer *p)
+{
+	return p->max_connections > 0 ? (int)p->max_connections : 1;
+}
+
+/* peer_settings - what a peer's connections are made from: a reload that
+ * changes any of it replaces the TLS context and reopens connections */
+static char *peer_settings(const struct conf_peer *p)
+{
+	return xasprintf("%s|%lld|%d|%d|%d|%s|%s|%s|%s|%s|%s|%s", p->host, p->port, (int)p->tls,
+			 p->tls_wrapper, (int)p->tls_min_version, p->tls_ca_file, p->tls_servername,
+			 p->helo_name, p->auth_user, p->auth_password_file, p->tls_cert_file,
+			 p->tls_key_file);
+}
+
+/* peer_new - a relayed peer's runtime state and TLS context; NULL with
+ * err when the context cannot be made */
+static struct peer_rt *peer_new(const struct conf_peer *p, char *err, size_t errlen)
+{
+	struct peer_rt *rt = xcalloc(1, sizeof(*rt));
+
+	err[0] = '\0';
+	if ((rt->tls = conn_tls_context(p, save_session, err, errlen)) == NULL && err[0]) {
+		free(rt);
+		return NULL;
+	}
+	rt->name = xstrdup(p->name);
+	rt->settings = peer_settings(p);
+	rt->cooldown_ms = p->breaker_cooldown;
+	pthread_mutex_init(&rt->lock, NULL);
+	pthread_cond_init(&rt->ready, NULL);
+	rt->jobs = xcalloc(RELAY_PEER_JOBS, sizeof(*rt->jobs));
+	rt->busy = xcalloc(RELAY_PEER_JOBS, sizeof(*rt->busy));
+	return rt;
+}
+
+/* peer_add - make a peer known to the scheduler */
+static void peer_add(struct peer_rt *rt)
+{
+	pthread_rwlock_wrlock(&relay.peers_lock);
+	relay.peers = xreallocarray(relay.peers, relay.npeers + 1, sizeof(*relay.peers));
+	relay.peers[relay.npeers++] = rt;
+	pthread_rwlock_unlock(&relay.peers_lock);
+}
+
+/* peer_threads - start the delivery threads the peer's max_connections
+ * asks for and that do not run (at start, or more after a reload) */
+static void peer_threads(struct peer_rt *rt, const struct conf_peer *p)
+{
+	int want = max_connections(p);
+
+	pthread_mutex_lock(&rt->lock);
+	if (want > rt->nthreads) {
+		rt->threads = xreallocarray(rt->threads, (size_t)want, sizeof(*rt->threads));
+		rt->alive = xreallocarray(rt->alive, (size_t)want, sizeof(*rt->alive));
+		for (int k = rt->nthreads; k < want; k++)
+			rt->alive[k] = 0;
+		rt->nthreads = want;
+	}
+	for (int k = 0; k < want; k++) {
+		struct worker_arg *wa;
+
+		if (rt->alive[k] == 1)
+			continue;
+		if (rt->alive[k] == 2)
+			pthread_join(rt->threads[k], NULL);	/* ended after an earlier reload */
+		wa = xcalloc(1, sizeof(*wa));
+		wa->rt = rt;
+		wa->index = k;
+		rt->alive[k] = 1;
+		if (pthread_create(&rt->threads[k], NULL, worker, wa) != 0)
+			log_fatal("cannot start a delivery thread");
+	}
+	pthread_mutex_unlock(&rt->lock);
+}
+
+/* peer_backups - point each peer at its backup_peer */
+static void peer_backups(const struct conf *conf)
+{
+	pthread_rwlock_rdlock(&relay.peers_lock);
+	for (size_t i = 0; i < relay.npeers; i++) {
+		struct peer_rt *rt = relay.peers[i];
+		const struct conf_peer *p = conf_peer_find(conf, rt->name);
+		struct peer_rt *b = NULL;
+
+		if (rt->gone || p == NULL)
+			continue;
+		for (size_t k = 0; p->backup_peer[0] && k < relay.npeers && b == NULL; k++)
+			if (!relay.peers[k]->gone && strcmp(relay.peers[k]->name, p->backup_peer) == 0)
+				b = relay.peers[k];
+		if (p->backup_peer[0] && b == NULL)
+			log_warning("peer %s: backup_peer %s is not a relayed peer: ignored", p->name,
+				    p->backup_peer);
+		rt->backup = b;
+	}
+	pthread_rwlock_unlock(&relay.peers_lock);
+}
+
+/* peer_log_start - the line that says a peer is being relayed to */
+static void peer_log_start(const struct conf_peer *p)
+{
+	int n = max_connections(p);
+
+	log_info("peer %s: relaying to %s port %lld, tls %s, %d connection%s", p->name, p->host,
+		 p->port, conf_tls_name(p->tls), n, n == 1 ? "" : "s");
+}
+
 /* relay_prepare - as root, before the privilege drop: each relayed
  * peer's TLS context, with its client certificate and AUTH password */
 void relay_prepare(void)
@@ -1437,7 +1638,6 @@ void relay_prepare(void)
 	const struct conf *conf = ternd_conf();
 	char err[1024];
 
-	relay.peers = xcalloc(conf->npeers ? conf->npeers : 1, sizeof(*relay.peers));
 	for (size_t i = 0; i < conf->npeers; i++) {
 		const struct conf_peer *p = &conf->peers[i];
 		struct peer_rt *rt;
@@ -1446,10 +1646,9 @@ void relay_prepare(void)
 			log_info("peer %s has no host: its mail stays queued", p->name);
 			continue;
 		}
-		rt = &relay.peers[relay.npeers++];
-		rt->name = xstrdup(p->name);
-		if ((rt->tls = conn_tls_context(p, save_session, err, sizeof(err))) == NULL && err[0])
+		if ((rt = peer_new(p, err, sizeof(err))) == NULL)
 			log_fatal("%s", err);
+		peer_add(rt);
 	}
 }
 
@@ -1459,7 +1658,7 @@ void relay_start(void)
 	const struct conf *conf = ternd_conf();
 
 	for (size_t i = 0; i < relay.npeers; i++) {
-		struct peer_rt *rt = &relay.peers[i];
+		struct peer_rt *rt = relay.peers[i];
 		const struct conf_peer *p = conf_peer_find(conf, rt->name);
 
 		if (rt->tls) {
@@ -1467,33 +1666,97 @@ void relay_start(void)
 				open_session_key(conf);
 			load_session(rt->tls);
 		}
-		pthread_mutex_init(&rt->lock, NULL);
-		pthread_cond_init(&rt->ready, NULL);
-		rt->jobs = xcalloc(RELAY_PEER_JOBS, sizeof(*rt->jobs));
-		rt->busy = xcalloc(RELAY_PEER_JOBS, sizeof(*rt->busy));
-		rt->nthreads = (int)(p->max_connections > 0 ? p->max_connections : 1);
-		rt->threads = xcalloc((size_t)rt->nthreads, sizeof(*rt->threads));
-		for (int k = 0; k < rt->nthreads; k++) {
-			struct worker_arg *wa = xcalloc(1, sizeof(*wa));
-
-			wa->rt = rt;
-			wa->warm = k < p->min_idle;
-			if (pthread_create(&rt->threads[k], NULL, worker, wa) != 0)
-				log_fatal("cannot start a delivery thread");
-		}
-		log_info("peer %s: relaying to %s port %lld, tls %s, %d connection%s", p->name, p->host,
-			 p->port, conf_tls_name(p->tls), rt->nthreads, rt->nthreads == 1 ? "" : "s");
+		peer_threads(rt, p);
+		peer_log_start(p);
 	}
-	for (size_t i = 0; i < relay.npeers; i++) {
-		const struct conf_peer *p = conf_peer_find(conf, relay.peers[i].name);
-
-		relay.peers[i].cooldown_ms = p->breaker_cooldown;
-		if (p->backup_peer[0] && (relay.peers[i].backup = find_rt(p->backup_peer)) == NULL)
-			log_warning("peer %s: backup_peer %s is not a relayed peer: ignored", p->name,
-				    p->backup_peer);
-	}
+	peer_backups(conf);
 	if (pthread_create(&relay.sched, NULL, sched_main, NULL) != 0)
 		log_fatal("cannot start the scheduler");
+}
+
+/*
+ * relay_reload - SIGHUP, after the new configuration is in place: a peer
+ * whose connection settings (host, port, TLS, AUTH, HELO) are unchanged
+ * keeps its connections, warm ones included; a changed one gets a new TLS
+ * context and its connections are reopened as they come free; a new peer
+ * starts; a removed one stops, and the scheduler routes its mail again by
+ * the new [routes]. Files (CA, certificate, key, password) are read as the
+ * tern user here: one it cannot read keeps that peer's old settings.
+ */
+void relay_reload(const struct conf *conf)
+{
+	char err[1024];
+
+	pthread_rwlock_rdlock(&relay.peers_lock);
+	for (size_t i = 0; i < relay.npeers; i++) {
+		struct peer_rt *rt = relay.peers[i];
+		const struct conf_peer *p = conf_peer_find(conf, rt->name);
+
+		if (rt->gone || (p != NULL && p->host[0]))
+			continue;
+		log_info("peer %s: removed from the configuration: its connections close, its "
+			 "mail is routed again", rt->name);
+		pthread_mutex_lock(&rt->lock);
+		rt->gone = 1;
+		rt->count = 0;	/* the jobs stay in LMDB */
+		pthread_cond_broadcast(&rt->ready);
+		pthread_mutex_unlock(&rt->lock);
+	}
+	pthread_rwlock_unlock(&relay.peers_lock);
+	for (size_t i = 0; i < conf->npeers; i++) {
+		const struct conf_peer *p = &conf->peers[i];
+		struct peer_rt *rt = find_rt(p->name);
+		char *settings;
+
+		if (p->host[0] == '\0')
+			continue;
+		if (rt == NULL) {
+			if ((rt = peer_new(p, err, sizeof(err))) == NULL) {
+				log_error("peer %s: not added: %s", p->name, err);
+				continue;
+			}
+			if (rt->tls) {
+				if (session_key == NULL)
+					open_session_key(conf);
+				load_session(rt->tls);
+			}
+			peer_add(rt);
+			peer_threads(rt, p);
+			peer_log_start(p);
+			continue;
+		}
+		settings = peer_settings(p);
+		if (strcmp(settings, rt->settings) != 0) {
+			SSL_CTX *ctx = NULL;
+
+			err[0] = '\0';
+			if (p->tls != TLS_NONE
+			    && (ctx = conn_tls_context(p, save_session, err, sizeof(err))) == NULL && err[0]) {
+				log_error("peer %s: keeping its old connection settings: %s", p->name, err);
+				free(settings);
+				continue;
+			}
+			pthread_mutex_lock(&rt->lock);
+			if (rt->tls) {
+				rt->retired = xreallocarray(rt->retired, rt->nretired + 1,
+							    sizeof(*rt->retired));
+				rt->retired[rt->nretired++] = rt->tls;
+			}
+			rt->tls = ctx;
+			rt->gen++;
+			free(rt->settings);
+			rt->settings = settings;
+			settings = NULL;
+			pthread_mutex_unlock(&rt->lock);
+			log_info("peer %s: connection settings changed: its connections are reopened",
+				 p->name);
+			peer_log_start(p);
+		}
+		free(settings);
+		peer_threads(rt, p);	/* more, if max_connections grew */
+	}
+	peer_backups(conf);
+	relay_kick();
 }
 
 /* relay_stop - finish attempts in progress, QUIT, stop */
@@ -1505,21 +1768,29 @@ void relay_stop(void)
 	pthread_mutex_unlock(&relay.lock);
 	pthread_join(relay.sched, NULL);
 	for (size_t i = 0; i < relay.npeers; i++) {
-		struct peer_rt *rt = &relay.peers[i];
+		struct peer_rt *rt = relay.peers[i];
 
 		pthread_mutex_lock(&rt->lock);
 		rt->count = 0;	/* queued jobs stay in LMDB for next time */
 		pthread_cond_broadcast(&rt->ready);
 		pthread_mutex_unlock(&rt->lock);
 		for (int k = 0; k < rt->nthreads; k++)
-			pthread_join(rt->threads[k], NULL);
+			if (rt->alive[k])
+				pthread_join(rt->threads[k], NULL);
 		SSL_CTX_free(rt->tls);
+		for (size_t k = 0; k < rt->nretired; k++)
+			SSL_CTX_free(rt->retired[k]);
+		free(rt->retired);
 		free(rt->threads);
+		free(rt->alive);
 		free(rt->jobs);
 		free(rt->busy);
+		free(rt->settings);
 		free(rt->name);
+		free(rt);
 	}
 	free(relay.peers);
+	relay.peers = NULL;
 	relay.npeers = 0;
 	trace_key_free(&session_key);
 }

@@ -207,7 +207,7 @@ unset TERND_PEERS
 tap_is "ternd starts a relay for each of the 18 peers" \
 	"$(nlog ': peer [a-z0-9]+: relaying to \[127\.0\.0\.1\] port [0-9]+, tls (none|may|encrypt|verify), [0-9] connections?$')" 17
 tap_is "... and dsnsink with its two hosts" \
-	"$(nlog ': peer dsnsink: relaying to \[127\.0\.0\.2\], \[127\.0\.0\.1\] port [0-9]+, tls none, 4 connections$')" 1
+	"$(nlog ': peer dsnsink: relaying to \[127\.0\.0\.2\], \[127\.0\.0\.1\] port [0-9]+, tls none, 16 connections$')" 1
 
 # Postfix-style delivery lines: QID: to=<...>, relay=..., [conn_use=N, ]delay=..., delays=..., dsn=..., status=... (...), tls=...
 q='[0-9A-Z]{13}'
