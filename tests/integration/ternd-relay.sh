@@ -22,6 +22,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib/tap.sh"
 . "$here/../lib/postfix.sh"
 . "$here/../lib/ternd.sh"
+. "$here/../lib/pki.sh"
 
 [ "$(id -u)" -eq 0 ] || tap_skip_all "must run as root (ternd drops privileges, postfix start)"
 for cmd in swaks smtp-sink smtp-source postfix openssl python3 ss; do
@@ -157,21 +158,7 @@ dump_content() {
 # --- certificates: an ECDSA P-256 CA and smarthost.test signed by it --------------
 
 pki=$top/pki
-mkdir -p "$pki"
-(
-	cd "$pki" &&
-		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-			-keyout ca.key -out ca.pem -subj "/CN=tern relay test CA" \
-			-addext "basicConstraints=critical,CA:TRUE" \
-			-addext "keyUsage=critical,keyCertSign,cRLSign" &&
-		openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-			-keyout server.key -out server.csr -subj "/CN=smarthost.test" &&
-		printf '%s\n' "subjectAltName=DNS:smarthost.test" "basicConstraints=CA:FALSE" \
-			"keyUsage=critical,digitalSignature" "extendedKeyUsage=serverAuth" >server.ext &&
-		openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -set_serial 2 -days 2 \
-			-extfile server.ext -out server.pem
-) >"$top/pki.log" 2>&1
-chmod 0644 "$pki"/*
+pki_make "$pki"
 tap_check "openssl: server certificate for smarthost.test verifies against the CA" \
 	openssl verify -CAfile "$pki/ca.pem" -verify_hostname smarthost.test "$pki/server.pem"
 
