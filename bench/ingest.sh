@@ -77,6 +77,10 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top_src=$(cd "$here/.." && pwd)
 cmdline="$0${*:+ $*}"
+# shellcheck disable=SC2034 # read by lib.sh's die
+bench_name=ingest
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 
 MESSAGES=${MESSAGES:-20000}
 SESSIONS=${SESSIONS:-20}
@@ -89,19 +93,9 @@ CLIENTS=${CLIENTS:-source blast bdat}
 SERVERS=${SERVERS:-ternd postfix sink}
 BENCH_TMPDIR=${BENCH_TMPDIR:-/var/tmp}
 
-# built - print the in-tree binary if it exists, else the one in build/
-built() {
-	if [ -x "$top_src/$1" ]; then echo "$top_src/$1"; else echo "$top_src/build/$1"; fi
-}
 ternd_bin=${TERND:-$(built src/ternd/ternd)}
 ternq_bin=${TERNQ:-$(built src/ternq/ternq)}
 blast_bin=${SMTP_BLAST:-$(built bench/smtp-blast)}
-
-# die - print an error to stderr and exit 1 (the EXIT trap cleans up)
-die() {
-	echo "ingest: $*" >&2
-	exit 1
-}
 
 [ "$(id -u)" -eq 0 ] || die "must run as root (postfix start, ternd drops to user tern)"
 for cmd in postfix postconf smtp-source smtp-sink python3 ss; do
@@ -110,9 +104,7 @@ done
 for b in "$ternd_bin" "$ternq_bin" "$blast_bin"; do
 	[ -x "$b" ] || die "$b not built (run make -j2 in $top_src or build/)"
 done
-for v in MESSAGES SESSIONS SIZE ROUNDS WARMUP FSYNC_PROBES RUN_TIMEOUT; do
-	[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer"
-done
+require_uint MESSAGES SESSIONS SIZE ROUNDS WARMUP FSYNC_PROBES RUN_TIMEOUT
 [ "$MESSAGES" -gt 0 ] && [ "$ROUNDS" -gt 0 ] && [ "$SESSIONS" -gt 0 ] ||
 	die "MESSAGES, SESSIONS and ROUNDS must be > 0"
 for c in $CLIENTS; do case $c in source | blast | bdat) ;; *) die "unknown client $c" ;; esac; done
@@ -131,62 +123,6 @@ export TMPDIR=$BENCH_TMPDIR
 # (also on Ctrl-C/TERM); postfix.sh registers "pf_stop" at exit too.
 . "$top_src/tests/lib/tap.sh"
 . "$top_src/tests/lib/postfix.sh"
-
-# now_us - print the current time in microseconds
-now_us() {
-	local t=${EPOCHREALTIME//[.,]/}
-	echo "$t"
-}
-
-# secs - print microseconds A..B as seconds with 3 decimals
-secs() {
-	awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b - a) / 1e6 }'
-}
-
-# rate - print N messages over microseconds A..B as msgs/s
-rate() {
-	awk -v n="$1" -v a="$2" -v b="$3" 'BEGIN { printf "%.1f", n / ((b - a) / 1e6) }'
-}
-
-# cpu_snapshot - print "busy total steal" jiffies of all CPUs from /proc/stat
-cpu_snapshot() {
-	awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i
-		print t - $5 - $6, t, $9; exit }' /proc/stat
-}
-
-# cpu_pct - print "busy% steal%" between two cpu_snapshot outputs
-cpu_pct() {
-	awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " ")
-		t = y[2] - x[2]; if (t <= 0) t = 1
-		printf "%.0f %.0f", 100 * (y[1] - x[1]) / t, 100 * (y[3] - x[3]) / t }'
-}
-
-# proc_cpu_ticks - print PID's user+system CPU time in clock ticks
-proc_cpu_ticks() {
-	local stat
-	stat=$(cat "/proc/$1/stat" 2>/dev/null) || { echo 0; return; }
-	stat=${stat##*) } # skip "pid (comm) "; fields now start at field 3
-	awk '{ print $12 + $13 }' <<<"$stat"
-}
-
-# median - print the median of the numbers given as arguments ("-" if none)
-median() {
-	[ $# -gt 0 ] || { echo -; return; }
-	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
-		END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
-# ratio - print A/B with 2 decimals ("-" if either is missing)
-ratio() {
-	case "$1$2" in *-*) echo -; return ;; esac
-	awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'
-}
-
-# minmax - print "min-max" of the numbers given as arguments
-minmax() {
-	[ $# -gt 0 ] || { echo -; return; }
-	printf '%s\n' "$@" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s-%s", lo, hi }'
-}
 
 # fsync_probe - print p50/p99/mean of fdatasync after a 10 KB append and of
 # fdatasync after a 4 KB in-place rewrite, in a file below DIR
@@ -237,14 +173,6 @@ ehlo_has() {
 	EOF
 }
 
-# sink_count - print smtp-sink's running "mesg=" counter (its -c output)
-sink_count() {
-	local last
-	last=$(tail -c 80 "$srv_dir/sink.out" 2>/dev/null | tr '\r' '\n' | grep 'mesg=' | tail -n 1)
-	last=${last##*mesg=}
-	echo "${last:-0}"
-}
-
 # ternd_count - print how many messages ternd logged as queued
 ternd_count() {
 	grep -c ' (queue active)$' "$TERND_LOG" 2>/dev/null || true
@@ -261,7 +189,7 @@ server_count() {
 	case $1 in
 	ternd) ternd_count ;;
 	postfix) pf_incoming ;;
-	sink) sink_count ;;
+	sink) sink_count "$srv_dir/sink.out" ;;
 	esac
 }
 
@@ -402,15 +330,8 @@ setup() {
 	ensure_tern_user || die "cannot create user tern"
 	top=$(tap_tmpdir) || die "mktemp failed"
 	# Private copies: a concurrent rebuild cannot change them under us.
-	# ternd.sh finds ternd and ternq below $top_builddir.
-	mkdir -p "$top/bin/src/ternd" "$top/bin/src/ternq" || die "mkdir failed"
-	cp "$ternd_bin" "$top/bin/src/ternd/ternd" && cp "$ternq_bin" "$top/bin/src/ternq/ternq" &&
-		cp "$blast_bin" "$top/bin/smtp-blast" || die "cannot copy the binaries"
-	chmod -R a+rX "$top/bin"
+	bench_copy_tern "$top" "$ternd_bin" "$ternq_bin" "$blast_bin"
 	blast=$top/bin/smtp-blast
-	# shellcheck disable=SC2034 # read by tests/lib/ternd.sh
-	top_builddir=$top/bin
-	. "$top_src/tests/lib/ternd.sh"
 }
 
 clk_tck=$(getconf CLK_TCK)
@@ -421,13 +342,11 @@ echo "command:  ${cmdline}  (MESSAGES=$MESSAGES SESSIONS=$SESSIONS SIZE=$SIZE RO
 echo "clients:  source: smtp-source -s $SESSIONS -l $SIZE -m $MESSAGES -f sender@example.org -t rcpt@example.com 127.0.0.1:PORT"
 echo "          blast:  smtp-blast -c $SESSIONS -n $MESSAGES -s $SIZE 127.0.0.1:PORT   (DATA, pipelined)"
 echo "          bdat:   smtp-blast -B -c $SESSIONS -n $MESSAGES -s $SIZE 127.0.0.1:PORT   (BDAT)"
-echo "date:     $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-echo "host:     $(uname -srm), nproc $(nproc), $(awk '/MemTotal/ { printf "%.1f GiB RAM", $2 / 1048576 }' /proc/meminfo), load $(cut -d' ' -f1-3 /proc/loadavg)"
+bench_facts
 echo "postfix:  $(postconf -d mail_version)"
-echo "tree:     $top_src at $(git -C "$top_src" rev-parse --short HEAD 2>/dev/null || echo '?')" \
-	"($(git -C "$top_src" status --porcelain --untracked-files=no 2>/dev/null | wc -l) modified files; the binaries below are what ran)"
-echo "tern:     $("$ternd_bin" -V 2>&1) ($ternd_bin, sha256 $(sha256sum "$ternd_bin" | cut -c1-12))"
-echo "blast:    $blast_bin, sha256 $(sha256sum "$blast_bin" | cut -c1-12)"
+bench_tree
+echo "tern:     $("$ternd_bin" -V 2>&1) ($ternd_bin, sha256 $(sha "$ternd_bin"))"
+echo "blast:    $blast_bin, sha256 $(sha "$blast_bin")"
 
 setup
 dev=$(df --output=source "$top" | tail -n 1)

@@ -40,6 +40,10 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top_src=$(cd "$here/.." && pwd)
 cmdline="$0${*:+ $*}"
+# shellcheck disable=SC2034 # read by lib.sh's die
+bench_name="milter-throughput"
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 
 MESSAGES=${MESSAGES:-20000}
 SESSIONS=${SESSIONS:-20}
@@ -63,77 +67,18 @@ export TMPDIR=$BENCH_TMPDIR
 . "$top_src/tests/lib/tap.sh"
 . "$top_src/tests/lib/postfix.sh"
 
-# die - print an error to stderr and exit 1 (the EXIT trap cleans up)
-die() {
-	echo "milter-throughput: $*" >&2
-	exit 1
-}
-
 [ "$(id -u)" -eq 0 ] || die "must run as root (postfix start)"
 for cmd in postfix postconf smtp-source smtp-sink python3 ss; do
 	command -v "$cmd" >/dev/null || die "$cmd not installed"
 done
 [ -x "$milter" ] || die "tern-milter not built (run make -j2 in $top_src, or set TERN_MILTER)"
-for v in MESSAGES SESSIONS SIZE ROUNDS WARMUP RUN_TIMEOUT; do
-	[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer"
-done
+require_uint MESSAGES SESSIONS SIZE ROUNDS WARMUP RUN_TIMEOUT
 [ "$MESSAGES" -gt 0 ] && [ "$ROUNDS" -gt 0 ] || die "MESSAGES and ROUNDS must be > 0"
 case $MILTER_SOCKET in inet | unix) ;; *) die "MILTER_SOCKET must be inet or unix" ;; esac
-
-# now_us - print the current time in microseconds
-now_us() {
-	local t=${EPOCHREALTIME//[.,]/}
-	echo "$t"
-}
-
-# secs - print microseconds A..B as seconds with 3 decimals
-secs() {
-	awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b - a) / 1e6 }'
-}
-
-# rate - print N messages over microseconds A..B as msgs/s
-rate() {
-	awk -v n="$1" -v a="$2" -v b="$3" 'BEGIN { printf "%.1f", n / ((b - a) / 1e6) }'
-}
-
-# sink_count - print smtp-sink's running "mesg=" counter (its -c output)
-sink_count() {
-	local last
-	last=$(tail -c 80 "$top/sink.out" 2>/dev/null | tr '\r' '\n' | grep 'mesg=' | tail -n 1)
-	last=${last##*mesg=}
-	echo "${last:-0}"
-}
 
 # milter_lines - print how many per-message verdict lines tern-milter logged
 milter_lines() {
 	grep -c ' verdict=' "$top/milter.log" 2>/dev/null || true
-}
-
-# milter_cpu_ticks - print tern-milter's user+system CPU time in clock ticks
-milter_cpu_ticks() {
-	local stat
-	stat=$(cat "/proc/$milter_pid/stat" 2>/dev/null) || { echo 0; return; }
-	stat=${stat##*) } # skip "pid (comm) "; fields now start at field 3
-	awk '{ print $12 + $13 }' <<<"$stat"
-}
-
-# cpu_snapshot - print "busy total steal" jiffies of all CPUs from /proc/stat
-cpu_snapshot() {
-	awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i
-		print t - $5 - $6, t, $9; exit }' /proc/stat
-}
-
-# cpu_pct - print "busy% steal%" between two cpu_snapshot outputs
-cpu_pct() {
-	awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " ")
-		t = y[2] - x[2]; if (t <= 0) t = 1
-		printf "%.0f %.0f", 100 * (y[1] - x[1]) / t, 100 * (y[3] - x[3]) / t }'
-}
-
-# median - print the median of the numbers given as arguments
-median() {
-	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
-		END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
 # set_variant - stop Postfix, configure "with" or "without" milter, start it
@@ -152,14 +97,14 @@ set_variant() {
 
 # drained - true once smtp-sink counted TARGET messages and the queue is empty
 drained() {
-	[ "$(sink_count)" -ge "$1" ] && [ "$(pf_queue_count "$pf")" -eq 0 ]
+	[ "$(sink_count "$top/sink.out")" -ge "$1" ] && [ "$(pf_queue_count "$pf")" -eq 0 ]
 }
 
 # send_and_drain - run smtp-source for N messages, wait until delivered;
 # sets t0, t_ingest, t_done (microseconds) and src_rc
 send_and_drain() {
 	local n=$1 target src_pid deadline
-	target=$(($(sink_count) + n))
+	target=$(($(sink_count "$top/sink.out") + n))
 	t0=$(now_us)
 	smtp-source -s "$SESSIONS" -l "$SIZE" -m "$n" -f sender@example.org \
 		-t rcpt@example.com "127.0.0.1:$smtp_port" >>"$top/source.log" 2>&1 &
@@ -188,20 +133,20 @@ run_one() {
 	set_variant "$variant" || die "cannot start Postfix for variant $variant"
 	sync
 	sleep 2
-	c0=$(sink_count)
+	c0=$(sink_count "$top/sink.out")
 	ml0=$(milter_lines)
-	m0=$(milter_cpu_ticks)
+	m0=$(proc_cpu_ticks "$milter_pid")
 	cpu0=$(cpu_snapshot)
 	if ! send_and_drain "$MESSAGES"; then
 		die "run $round/$variant: not drained after ${RUN_TIMEOUT}s" \
-			"(sink got $(($(sink_count) - c0)) of $MESSAGES, queue $(pf_queue_count "$pf"));" \
+			"(sink got $(($(sink_count "$top/sink.out") - c0)) of $MESSAGES, queue $(pf_queue_count "$pf"));" \
 			"see $pf/maillog (KEEP_TMP=1 keeps it)"
 	fi
 	cpu1=$(cpu_snapshot)
-	m1=$(milter_cpu_ticks)
+	m1=$(proc_cpu_ticks "$milter_pid")
 	sleep 0.5 # let the milter finish logging its last lines
 	ml1=$(milter_lines)
-	c1=$(sink_count)
+	c1=$(sink_count "$top/sink.out")
 	got=$((c1 - c0))
 	[ "$src_rc" -eq 0 ] || die "run $round/$variant: smtp-source exit status $src_rc:" \
 		"$(tail -n 5 "$top/source.log")"
@@ -286,10 +231,9 @@ ingest_without=()
 echo "== tern-milter throughput benchmark"
 echo "command:  ${cmdline}  (MESSAGES=$MESSAGES SESSIONS=$SESSIONS SIZE=$SIZE ROUNDS=$ROUNDS WARMUP=$WARMUP MILTER_SOCKET=$MILTER_SOCKET BENCH_TMPDIR=$BENCH_TMPDIR)"
 echo "load:     smtp-source -s $SESSIONS -l $SIZE -m $MESSAGES -f sender@example.org -t rcpt@example.com 127.0.0.1:PORT"
-echo "date:     $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-echo "host:     $(uname -srm), nproc $(nproc), $(awk '/MemTotal/ { printf "%.1f GiB RAM", $2 / 1048576 }' /proc/meminfo), load $(cut -d' ' -f1-3 /proc/loadavg)"
+bench_facts
 echo "postfix:  $(postconf -d mail_version)"
-echo "tern:     $("$milter" -V 2>&1) ($milter, sha256 $(sha256sum "$milter" | cut -c1-12))"
+echo "tern:     $("$milter" -V 2>&1) ($milter, sha256 $(sha "$milter"))"
 
 setup
 echo "queue:    $pf/queue ($(df --output=fstype "$pf/queue" 2>/dev/null | tail -n 1))"

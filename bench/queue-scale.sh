@@ -51,6 +51,10 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top_src=$(cd "$here/.." && pwd)
 cmdline="$0${*:+ $*}"
+# shellcheck disable=SC2034 # read by lib.sh's die
+bench_name="queue-scale"
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 
 QUEUED=${QUEUED:-1000000}
 SIZE=${SIZE:-1024}
@@ -60,19 +64,9 @@ SETTLE=${SETTLE:-2}
 IDLE=${IDLE:-10}
 BENCH_TMPDIR=${BENCH_TMPDIR:-/var/tmp}
 
-# built - print the in-tree binary if it exists, else the one in build/
-built() {
-	if [ -x "$top_src/$1" ]; then echo "$top_src/$1"; else echo "$top_src/build/$1"; fi
-}
 ternd_bin=${TERND:-$(built src/ternd/ternd)}
 ternq_bin=${TERNQ:-$(built src/ternq/ternq)}
 blast_bin=${SMTP_BLAST:-$(built bench/smtp-blast)}
-
-# die - print an error to stderr and exit 1 (the EXIT trap cleans up)
-die() {
-	echo "queue-scale: $*" >&2
-	exit 1
-}
 
 [ "$(id -u)" -eq 0 ] || die "must run as root (ternd drops to user tern)"
 for cmd in python3 ss df; do
@@ -81,9 +75,7 @@ done
 for b in "$ternd_bin" "$ternq_bin" "$blast_bin"; do
 	[ -x "$b" ] || die "$b not built (run make -j2 in $top_src or build/)"
 done
-for v in QUEUED SIZE SESSIONS FILL_STEPS SETTLE IDLE; do
-	[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer"
-done
+require_uint QUEUED SIZE SESSIONS FILL_STEPS SETTLE IDLE
 [ "$QUEUED" -gt 0 ] && [ "$SESSIONS" -gt 0 ] && [ "$FILL_STEPS" -gt 0 ] ||
 	die "QUEUED, SESSIONS and FILL_STEPS must be > 0"
 [ -d "$BENCH_TMPDIR" ] && [ -w "$BENCH_TMPDIR" ] || die "BENCH_TMPDIR $BENCH_TMPDIR is not a writable directory"
@@ -101,17 +93,6 @@ export TMPDIR=$BENCH_TMPDIR
 
 # tap.sh: tmp dirs, free_port and cleanup by PID at exit (also on Ctrl-C)
 . "$top_src/tests/lib/tap.sh"
-
-# now_us - print the current time in microseconds
-now_us() {
-	local t=${EPOCHREALTIME//[.,]/}
-	echo "$t"
-}
-
-# secs - print microseconds A..B as seconds with 3 decimals
-secs() {
-	awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b - a) / 1e6 }'
-}
 
 # rss - print "VmRSS RssAnon RssFile" of PID in kB
 rss() {
@@ -245,22 +226,14 @@ clk_tck=$(getconf CLK_TCK)
 echo "== ternd queue scale: RSS and restart time with a large queue"
 echo "command:  ${cmdline}  (QUEUED=$QUEUED SIZE=$SIZE SESSIONS=$SESSIONS FILL_STEPS=$FILL_STEPS BENCH_TMPDIR=$BENCH_TMPDIR)"
 echo "fill:     smtp-blast -c $SESSIONS -n $((QUEUED / FILL_STEPS)) -s $SIZE 127.0.0.1:PORT, $FILL_STEPS times"
-echo "date:     $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-echo "host:     $(uname -srm), nproc $(nproc), $(awk '/MemTotal/ { printf "%.1f GiB RAM", $2 / 1048576 }' /proc/meminfo), load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "tree:     $top_src at $(git -C "$top_src" rev-parse --short HEAD 2>/dev/null || echo '?')" \
-	"($(git -C "$top_src" status --porcelain --untracked-files=no 2>/dev/null | wc -l) modified files; the binaries below are what ran)"
-echo "tern:     $("$ternd_bin" -V 2>&1) ($ternd_bin, sha256 $(sha256sum "$ternd_bin" | cut -c1-12))"
+bench_facts
+bench_tree
+echo "tern:     $("$ternd_bin" -V 2>&1) ($ternd_bin, sha256 $(sha "$ternd_bin"))"
 
 ensure_tern_user || die "cannot create user tern"
 top=$(tap_tmpdir) || die "mktemp failed"
-mkdir -p "$top/bin/src/ternd" "$top/bin/src/ternq" || die "mkdir failed"
-cp "$ternd_bin" "$top/bin/src/ternd/ternd" && cp "$ternq_bin" "$top/bin/src/ternq/ternq" &&
-	cp "$blast_bin" "$top/bin/smtp-blast" || die "cannot copy the binaries"
-chmod -R a+rX "$top/bin"
+bench_copy_tern "$top" "$ternd_bin" "$ternq_bin" "$blast_bin"
 blast=$top/bin/smtp-blast
-# shellcheck disable=SC2034 # read by tests/lib/ternd.sh
-top_builddir=$top/bin
-. "$top_src/tests/lib/ternd.sh"
 echo "storage:  $top: $fstype on $(df --output=source "$top" | tail -n 1), $((avail_kb / 1024)) MB free, about $((need_kb / 1024)) MB needed"
 
 ternd_setup "$top/t" "max_queue_messages = $((QUEUED * 2))" || die "ternd did not start"

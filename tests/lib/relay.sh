@@ -6,7 +6,9 @@
 #     sink NAME PORT DIR [smtp-sink options]; send NAME FROM TO [swaks options]
 #
 # Uses $top, ternd.sh's TERND_PORT and TERND_LOG, and $pf (a postfix.sh
-# instance) for pf_count.
+# instance) for pf_count. Brings in pki.sh (pki_make, the test PKI).
+
+. "$(dirname "${BASH_SOURCE[0]}")/pki.sh"
 
 declare -A sink_pid sink_port
 # sink NAME PORT DUMPDIR [smtp-sink options...] - start an smtp-sink that
@@ -71,30 +73,3 @@ _pf_atleast() {
 	[ "$(pf_count "$2")" -ge "$1" ]
 }
 
-# pki_make DIR - an ECDSA P-256 test CA (ca.pem) and, signed by it,
-# server.pem for smarthost.test and client.pem (clientAuth), with their
-# keys; all 0644 but client.key (0600, as tls_key_file wants it)
-pki_make() {
-	mkdir -p "$1" || return 1
-	(
-		cd "$1" &&
-			openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-				-keyout ca.key -out ca.pem -subj "/CN=tern relay test CA" \
-				-addext "basicConstraints=critical,CA:TRUE" \
-				-addext "keyUsage=critical,keyCertSign,cRLSign" &&
-			for who in server client; do
-				openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-					-keyout $who.key -out $who.csr -subj "/CN=$who.test" || exit 1
-			done &&
-			printf '%s\n' "subjectAltName=DNS:smarthost.test" "basicConstraints=CA:FALSE" \
-				"keyUsage=critical,digitalSignature" "extendedKeyUsage=serverAuth" >server.ext &&
-			printf '%s\n' "basicConstraints=CA:FALSE" "keyUsage=critical,digitalSignature" \
-				"extendedKeyUsage=clientAuth" >client.ext &&
-			openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -set_serial 2 -days 2 \
-				-extfile server.ext -out server.pem &&
-			openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -set_serial 3 -days 2 \
-				-extfile client.ext -out client.pem
-	) >"$1/pki.log" 2>&1 || return 1
-	chmod 0644 "$1"/*
-	chmod 0600 "$1/client.key"
-}
