@@ -45,6 +45,7 @@
 #include "xalloc.h"
 
 #define RELAY_PEER_JOBS 1024
+#define BUSY_SLOTS (4 * RELAY_PEER_JOBS)	/* a power of two */
 #define RCPT_WAIT 0xff			/* outcome: not tried (breaker open), no penalty */
 #define BREAKER_RING 256		/* recent attempts kept per peer */
 #define BREAKER_MIN_ATTEMPTS 20		/* in breaker_window, before rate or latency count */
@@ -77,8 +78,10 @@ struct peer_rt {
 	pthread_cond_t ready;
 	char (*jobs)[QID_LEN + 1];	/* ring of queue ids waiting */
 	size_t head, count;
-	char (*busy)[QID_LEN + 1];	/* queued or being delivered: not again */
+	char (*busy)[QID_LEN + 1];	/* queued or being delivered: not again; a hash
+					 * set of BUSY_SLOTS, "" for a free slot */
 	size_t nbusy;
+	unsigned full_scan;		/* the scheduler's scan that found the ring full */
 	pthread_t *threads;
 	int nthreads;
 	/* circuit breaker (under lock) */
@@ -112,6 +115,8 @@ static int max_connections(const struct conf_peer *p);
 struct reroutes {
 	char qids[REROUTE_MAX][QID_LEN + 1];
 	size_t n;
+	unsigned scan;			/* this scan's number */
+	size_t npeers, nfull;		/* relayed peers, and those found full */
 };
 
 /* relay_kick - new mail is queued: look at the schedule now */
@@ -137,26 +142,59 @@ static struct peer_rt *find_rt(const char *name)
 	return rt;
 }
 
-/* busy_find - index of qid in the peer's busy set, or -1 */
-static long busy_find(const struct peer_rt *p, const char *qid)
+/* busy_slot - where qid is in the peer's busy set, or the free slot where
+ * it would go (linear probing; the set is at most a quarter full) */
+static size_t busy_slot(const struct peer_rt *p, const char *qid)
 {
-	for (size_t i = 0; i < p->nbusy; i++)
-		if (memcmp(p->busy[i], qid, QID_LEN) == 0)
-			return (long)i;
-	return -1;
+	uint32_t h = 2166136261u;	/* FNV-1a */
+	size_t i;
+
+	for (size_t k = 0; k < QID_LEN; k++)
+		h = (h ^ (unsigned char)qid[k]) * 16777619u;
+	for (i = h & (BUSY_SLOTS - 1); p->busy[i][0] && memcmp(p->busy[i], qid, QID_LEN) != 0;
+	     i = (i + 1) & (BUSY_SLOTS - 1))
+		;
+	return i;
+}
+
+/* busy_del - take qid out of the busy set: empty its slot and move up
+ * the entries after it that probing would no longer find */
+static void busy_del(struct peer_rt *p, const char *qid)
+{
+	size_t i = busy_slot(p, qid), j = i;
+
+	if (p->busy[i][0] == '\0')
+		return;
+	p->busy[i][0] = '\0';
+	p->nbusy--;
+	for (;;) {
+		size_t home;
+
+		j = (j + 1) & (BUSY_SLOTS - 1);
+		if (p->busy[j][0] == '\0')
+			return;
+		home = busy_slot(p, p->busy[j]);
+		if (home != j) {	/* its probe now stops at the hole: fill it */
+			memcpy(p->busy[home], p->busy[j], QID_LEN + 1);
+			p->busy[j][0] = '\0';
+		}
+	}
 }
 
 /* offer - queue a due message for a peer, once; 0 when the peer is full */
 static int offer(struct peer_rt *p, const char *qid)
 {
 	int ok = 1;
+	size_t slot;
 
 	pthread_mutex_lock(&p->lock);
-	if (busy_find(p, qid) < 0) {
+	slot = busy_slot(p, qid);
+	if (p->busy[slot][0] == '\0') {
 		if (p->nbusy == RELAY_PEER_JOBS) {
 			ok = 0;
 		} else {
-			memcpy(p->busy[p->nbusy++], qid, QID_LEN + 1);
+			memcpy(p->busy[slot], qid, QID_LEN + 1);
+			p->nbusy++;
 			memcpy(p->jobs[(p->head + p->count) % RELAY_PEER_JOBS], qid, QID_LEN + 1);
 			p->count++;
 			pthread_cond_signal(&p->ready);
@@ -169,11 +207,8 @@ static int offer(struct peer_rt *p, const char *qid)
 /* done - a message's delivery attempt is over: it may be offered again */
 static void done(struct peer_rt *p, const char *qid)
 {
-	long i;
-
 	pthread_mutex_lock(&p->lock);
-	if ((i = busy_find(p, qid)) >= 0)
-		memcpy(p->busy[i], p->busy[--p->nbusy], QID_LEN + 1);
+	busy_del(p, qid);
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -185,9 +220,14 @@ static int due(uint64_t next_us, const char *qid, uint32_t idx, const char *peer
 
 	(void)next_us;
 	(void)idx;
-	if (p)
-		offer(p, qid);
-	else if (conf_peer_find(ternd_conf(), peer) == NULL && rr->n < REROUTE_MAX
+	if (p) {
+		/* Every peer's ring full: the rest of the scan could offer nothing. */
+		if (!offer(p, qid) && p->full_scan != rr->scan) {
+			p->full_scan = rr->scan;
+			if (++rr->nfull >= rr->npeers)
+				return 1;
+		}
+	} else if (conf_peer_find(ternd_conf(), peer) == NULL && rr->n < REROUTE_MAX
 		 && (rr->n == 0 || strcmp(rr->qids[rr->n - 1], qid) != 0))
 		memcpy(rr->qids[rr->n++], qid, QID_LEN + 1);	/* its peer was removed */
 	return relay.stopping;
@@ -241,6 +281,11 @@ static void *sched_main(void *arg)
 		struct timespec t;
 
 		rr.n = 0;
+		rr.nfull = 0;
+		rr.scan++;
+		pthread_rwlock_rdlock(&relay.peers_lock);
+		rr.npeers = relay.npeers;	/* removed ones included: never full, so no early stop */
+		pthread_rwlock_unlock(&relay.peers_lock);
 		store_foreach_due(ternd.store, now_us(), due, &rr);
 		for (size_t i = 0; i < rr.n && !relay.stopping; i++) {
 			struct job job = {0};
@@ -1556,7 +1601,7 @@ static struct peer_rt *peer_new(const struct conf_peer *p, char *err, size_t err
 	pthread_mutex_init(&rt->lock, NULL);
 	pthread_cond_init(&rt->ready, NULL);
 	rt->jobs = xcalloc(RELAY_PEER_JOBS, sizeof(*rt->jobs));
-	rt->busy = xcalloc(RELAY_PEER_JOBS, sizeof(*rt->busy));
+	rt->busy = xcalloc(BUSY_SLOTS, sizeof(*rt->busy));
 	return rt;
 }
 
