@@ -32,7 +32,8 @@ struct conn {
 	struct smtp_reply_parser *parser;
 	char in[8192];
 	size_t in_pos, in_len;
-	unsigned messages;		/* transactions on this connection */
+	unsigned messages;		/* transactions that delivered on this connection */
+	unsigned txns;			/* transactions started on it (conn_use) */
 	unsigned gen;			/* the peer settings it was opened with (relay.c) */
 	int opened, busy;		/* conn_open succeeded (counted in tern_connections{state}:
 					 * idle or busy; logged at close) */

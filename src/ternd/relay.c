@@ -743,9 +743,11 @@ static int tx_start(struct conn *c, struct attempt *a, const char *lead)
 
 	res->nout = 0;
 	a->t0 = res->sending = now_us();
-	res->conn_use = c->messages + 1;
+	/* counted when written, not when answered: with pipelining the next
+	 * transaction starts before the previous one's final reply */
+	res->conn_use = ++c->txns;
 	metric_observe(stats.queue_delay, (double)(a->t0 - m->arrival_us) / 1e6, c->peer->name);
-	metric_add(stats.transactions, 1, p->name, c->messages ? "yes" : "no");
+	metric_add(stats.transactions, 1, p->name, c->txns > 1 ? "yes" : "no");
 	/* Before anything is written: a lead still goes with a later write. */
 	if ((a->fd = spool_open_body(ternd.spool, m, &a->off)) < 0) {
 		snprintf(text, sizeof(text), "cannot open the spool file: %s", strerror(errno));
