@@ -742,6 +742,24 @@ static int tx_start(struct conn *c, struct attempt *a, const char *lead)
 	int rv = -1;
 
 	res->nout = 0;
+	/* What the peer said it would refuse is not sent: a bounce now, as
+	 * Postfix does, rather than a transaction that must fail. */
+	if (((c->ehlo.flags & SMTP_EXT_SIZE) && c->ehlo.size && m->size > c->ehlo.size)
+	    || ((m->flags & QMSG_SMTPUTF8) && !(c->ehlo.flags & SMTP_EXT_SMTPUTF8))) {
+		int toobig = (c->ehlo.flags & SMTP_EXT_SIZE) && c->ehlo.size && m->size > c->ehlo.size;
+
+		if (toobig)
+			snprintf(text, sizeof(text), "message size %" PRIu64 " exceeds size limit %llu "
+				 "of server %s[%s]", m->size, c->ehlo.size, c->host, c->addr);
+		else
+			snprintf(text, sizeof(text), "SMTPUTF8 is required, but was not offered by "
+				 "host %s[%s]", c->host, c->addr);
+		for (size_t i = 0; i < n; i++)
+			set_outcome(&res->out[res->nout++], rc[i]->idx, toobig ? 552 : 550,
+				    toobig ? "5.3.4" : "5.6.7", text);
+		a->clean = 1;	/* nothing was sent */
+		return 1;
+	}
 	a->t0 = res->sending = now_us();
 	/* counted when written, not when answered: with pipelining the next
 	 * transaction starts before the previous one's final reply */
