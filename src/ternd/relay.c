@@ -662,7 +662,7 @@ static void mail_params(const struct conn *c, const struct q_msg *m, char *out, 
 		o += (size_t)snprintf(out + o, len - o, " SIZE=%" PRIu64, m->size);
 	if ((m->flags & QMSG_8BIT) && (c->ehlo.flags & SMTP_EXT_8BITMIME) && o < len)
 		o += (size_t)snprintf(out + o, len - o, " BODY=8BITMIME");
-	if ((m->flags & QMSG_SMTPUTF8) && o < len)
+	if ((m->flags & QMSG_SMTPUTF8) && (c->ehlo.flags & SMTP_EXT_SMTPUTF8) && o < len)
 		o += (size_t)snprintf(out + o, len - o, " SMTPUTF8");
 	if ((c->ehlo.flags & SMTP_EXT_DSN) && o < len) {
 		if (m->ret == RET_FULL || m->ret == RET_HDRS)
@@ -722,6 +722,30 @@ struct attempt {
 	char relay_host[400];
 };
 
+/* not_ascii - s has an octet above 127 */
+static int not_ascii(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s > 127)
+			return 1;
+	return 0;
+}
+
+/* needs_smtputf8 - the transaction cannot go without SMTPUTF8: the client
+ * asked for it and the sender or a recipient is not ASCII (an ASCII
+ * envelope goes to a peer without SMTPUTF8 as it is, as with Postfix) */
+static int needs_smtputf8(const struct q_msg *m, const struct q_rcpt **rc, size_t n)
+{
+	if (!(m->flags & QMSG_SMTPUTF8))
+		return 0;
+	if (not_ascii(m->sender))
+		return 1;
+	for (size_t i = 0; i < n; i++)
+		if (not_ascii(rc[i]->addr))
+			return 1;
+	return 0;
+}
+
 /* tx_start - write a transaction's commands after lead (the previous
  * transaction's end of data, or a pipelined RSET), and with BDAT its
  * content; without PIPELINING, MAIL and each RCPT wait for their reply
@@ -745,7 +769,7 @@ static int tx_start(struct conn *c, struct attempt *a, const char *lead)
 	/* What the peer said it would refuse is not sent: a bounce now, as
 	 * Postfix does, rather than a transaction that must fail. */
 	if (((c->ehlo.flags & SMTP_EXT_SIZE) && c->ehlo.size && m->size > c->ehlo.size)
-	    || ((m->flags & QMSG_SMTPUTF8) && !(c->ehlo.flags & SMTP_EXT_SMTPUTF8))) {
+	    || (!(c->ehlo.flags & SMTP_EXT_SMTPUTF8) && needs_smtputf8(m, rc, n))) {
 		int toobig = (c->ehlo.flags & SMTP_EXT_SIZE) && c->ehlo.size && m->size > c->ehlo.size;
 
 		if (toobig)

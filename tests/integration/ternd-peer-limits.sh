@@ -31,22 +31,25 @@ unset TERND_PEERS
 
 okq=$(send ok s@example.org ok@peer.test --body "small enough")
 bigq=$(send big s@example.org big@peer.test --body "$(head -c 6000 /dev/zero | tr '\0' x | fold -w 70)")
-utfq=$(python3 - "$TERND_PORT" <<-'EOF'
-	import smtplib, sys
-	s = smtplib.SMTP("127.0.0.1", int(sys.argv[1]), "client.test", timeout=15)
-	s.command_encoding = "utf-8"
-	s.ehlo()
-	msg = "From: s@example.org\r\nTo: utf@peer.test\r\nSubject: utf8\r\n\r\nbody\r\n".encode()
-	code, reply = s.docmd("MAIL FROM:<s\u00e9@example.org> SMTPUTF8")
-	s.docmd("RCPT TO:<utf@peer.test>")
-	s.docmd("DATA")
-	s.send(msg + b".\r\n")
-	code, reply = s.getreply()
-	print(reply.decode().split()[-1])
-	s.quit()
-EOF
-)
-for q in "$okq" "$bigq" "$utfq"; do
+# utf8_send SENDER RCPT - one message with MAIL ... SMTPUTF8; prints its queue id
+utf8_send() {
+	python3 - "$TERND_PORT" "$1" "$2" <<-'EOF'
+		import smtplib, sys
+		s = smtplib.SMTP("127.0.0.1", int(sys.argv[1]), "client.test", timeout=15)
+		s.command_encoding = "utf-8"
+		s.ehlo()
+		s.docmd("MAIL FROM:<%s> SMTPUTF8" % sys.argv[2])
+		s.docmd("RCPT TO:<%s>" % sys.argv[3])
+		s.docmd("DATA")
+		s.send(b"Subject: utf8\r\n\r\nbody\r\n.\r\n")
+		code, reply = s.getreply()
+		print(reply.decode().split()[-1])
+		s.quit()
+	EOF
+}
+utfq=$(utf8_send $'s\xc3\xa9@example.org' utf@peer.test)
+asciiq=$(utf8_send s@example.org ascii@peer.test)
+for q in "$okq" "$bigq" "$utfq" "$asciiq"; do
 	wait_until 20 _atleast 1 ": $q: to=<[a-z]+@peer\\.test>, .*status=(sent|bounced) "
 done
 tap_like "within the limits: sent" "$(grep -E ": $okq: to=<ok@peer\\.test>, " "$TERND_LOG")" 'status=sent \(250 '
@@ -54,11 +57,13 @@ tap_like "over SIZE: bounced 5.3.4 before MAIL" "$(grep -E ": $bigq: to=<big@pee
 	"dsn=5\\.3\\.4, status=bounced \\(message size [0-9]+ exceeds size limit 4000 of server 127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\]\\)"
 tap_like "SMTPUTF8 needed, not offered: bounced 5.6.7" "$(grep -E ": $utfq: to=<utf@peer\\.test>, " "$TERND_LOG")" \
 	"dsn=5\\.6\\.7, status=bounced \\(SMTPUTF8 is required, but was not offered by host 127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\]\\)"
+tap_like "SMTPUTF8 asked, envelope ASCII: sent without it" \
+	"$(grep -E ": $asciiq: to=<ascii@peer\\.test>, " "$TERND_LOG")" 'status=sent \(250 '
 tap_check "the big message's sender gets a DSN" \
 	wait_until 20 _atleast 1 ": $bigq: sender non-delivery notification: [0-9A-Z]{13}"
-wait_until 20 _pf_atleast 2 'postfix/discard\[[0-9]+\]: [0-9A-F]+: to=<'
-tap_is "the peer took only the small message and the notification" \
-	"$(pf_count 'postfix/smtpd\[[0-9]+\]: [0-9A-F]+: client=')" 2
+wait_until 20 _pf_atleast 3 'postfix/discard\[[0-9]+\]: [0-9A-F]+: to=<'
+tap_is "the peer took the small and the ASCII messages and the notification" \
+	"$(pf_count 'postfix/smtpd\[[0-9]+\]: [0-9A-F]+: client=')" 3
 tap_is "... and saw no MAIL FROM for the others" "$(pf_count 'big@peer\.test|utf@peer\.test')" 0
 rc=0
 ternd_stop || rc=$?
