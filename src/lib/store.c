@@ -145,8 +145,10 @@ int store_reader_check(struct store *st)
 	return dead;
 }
 
-/* store_grow - double the map; only with no transaction of ours open */
-static int store_grow(struct store *st)
+/* store_grow - double the map; only with no transaction of ours open.
+ * MDB_MAP_FULL at the largest map; MDB_PANIC when the new map could not
+ * be made (LMDB has dropped the old one by then: only a restart helps) */
+static int store_grow(struct store *st, char *err, size_t errlen)
 {
 	size_t want = st->mapsize * 2;
 	int rc;
@@ -158,7 +160,11 @@ static int store_grow(struct store *st)
 	if (rc == 0)
 		st->mapsize = want;
 	pthread_rwlock_unlock(&st->resize);
-	return rc;
+	if (rc == 0)
+		return 0;
+	snprintf(err, errlen, "queue database: cannot grow its map to %zu MB: %s", want >> 20,
+		 rc > 0 ? strerror(rc) : mdb_strerror(rc));
+	return MDB_PANIC;
 }
 
 /* store_write - run fn in a write transaction and commit it durably */
@@ -167,6 +173,8 @@ int store_write(struct store *st, store_write_fn fn, void *arg, char *err, size_
 	struct store_txn t = {st, NULL};
 	int rc;
 
+	if (errlen > 0)
+		err[0] = '\0';
 	for (;;) {
 		pthread_rwlock_rdlock(&st->resize);
 		rc = mdb_txn_begin(st->env, NULL, 0, &t.txn);
@@ -187,10 +195,12 @@ int store_write(struct store *st, store_write_fn fn, void *arg, char *err, size_
 		pthread_rwlock_unlock(&st->resize);
 		if (rc != MDB_MAP_FULL)
 			break;
-		if ((rc = store_grow(st)) != 0)
+		if ((rc = store_grow(st, err, errlen)) != 0)
 			break;
 	}
-	if (rc != 0)
+	if (rc == MDB_PANIC && err[0] == '\0')
+		snprintf(err, errlen, "queue database: %s", mdb_strerror(rc));
+	else if (rc != 0 && rc != MDB_PANIC)
 		snprintf(err, errlen, "queue database: %s",
 			 rc > 0 ? strerror(rc) : mdb_strerror(rc));
 	/* After a failed meta page write LMDB refuses every transaction:

@@ -1,10 +1,13 @@
 /*
  * faultfs - an LD_PRELOAD shim that makes storage fail on demand, for the
  * durability tests: ENOSPC or EIO from write, writev, pwrite, pwritev,
- * fsync and fdatasync on files under $FAULTFS_DIR.
+ * fsync and fdatasync on files under $FAULTFS_DIR, and ENOMEM from mmap of
+ * such a file (LMDB growing its map) when the length is over
+ * $FAULTFS_MMAP_OVER octets (0 or unset: any length).
  *
  * The fault in force is read from the file $FAULTFS_CONTROL at every call:
- * one line "CALL=ERRNO" (e.g. "fdatasync=EIO", "write=ENOSPC", "any=EIO"),
+ * one line "CALL=ERRNO" (e.g. "fdatasync=EIO", "write=ENOSPC", "any=EIO",
+ * "mmap=ENOMEM"),
  * or empty for none. Tests flip it while the daemon runs.
  */
 #define _GNU_SOURCE
@@ -14,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -48,7 +52,7 @@ static int fault(const char *call, int fd)
 	errno = saved;
 	if (strncmp(path, dir, strlen(dir)) != 0)
 		return 0;
-	return strcmp(eq + 1, "ENOSPC") == 0 ? ENOSPC : EIO;
+	return strcmp(eq + 1, "ENOSPC") == 0 ? ENOSPC : strcmp(eq + 1, "ENOMEM") == 0 ? ENOMEM : EIO;
 }
 
 #define REAL(name) static __typeof__(name) *real; if (!real) real = (__typeof__(name) *)dlsym(RTLD_NEXT, #name)
@@ -105,4 +109,14 @@ int fsync(int fd)
 	if ((e = fault("fsync", fd)) != 0)
 		return errno = e, -1;
 	return real(fd);
+}
+
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	const char *over = getenv("FAULTFS_MMAP_OVER");
+	int e;
+	REAL(mmap);
+	if (fd >= 0 && (over == NULL || len > strtoull(over, NULL, 10)) && (e = fault("mmap", fd)) != 0)
+		return errno = e, MAP_FAILED;
+	return real(addr, len, prot, flags, fd, off);
 }

@@ -2,7 +2,9 @@
 # ternd-faults.sh - storage faults on the acceptance path: ENOSPC and EIO
 # from write and fdatasync (spool) and from the LMDB commit answer
 # 451 4.3.0, leave nothing half-visible, and lose no acknowledged message;
-# ternd recovers when the fault clears. Faults come from an LD_PRELOAD
+# ternd recovers when the fault clears. Last, a queue database whose map
+# cannot grow (mmap fails): ternd stops with a fatal error and recovers at
+# the next start. Faults come from an LD_PRELOAD
 # shim (tests/fault/faultfs.so) steered through a control file.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -80,5 +82,47 @@ ternd_stop
 (cd "$TERND_DIR/spool" && ls seg/* own/* 2>/dev/null | sort) >"$top/files.have"
 tap_is "no orphaned spool files" "$(diff "$top/files.have" "$top/files.want" && echo same)" same
 tap_check "errors were logged" grep -q "commit of 1 job failed: spool fdatasync: Input/output error" "$TERND_LOG"
+tap_check "no sanitizer reports" ternd_sanitizer_clean
+
+# --- the queue database cannot grow its map -------------------------------------
+# A fresh ternd whose database starts with a 1 MB map; while the fault is
+# on, mmap of data.mdb over 1 MB fails (ENOMEM), so the write that finds
+# the map full cannot grow it. LMDB has dropped the old map by then, so
+# ternd stops with a fatal error (as on a failed meta-page write) and
+# recovers at the next start, where the map grows; no acknowledged
+# message is lost.
+blast=${top_builddir:-$here/../..}/bench/smtp-blast
+echo "mmap=ENOMEM" >"$FAULTFS_CONTROL"
+FAULTFS_DIR=$top/m/state FAULTFS_MMAP_OVER=1048576 LD_PRELOAD=$shim \
+	ternd_setup "$top/m" "queue_map_size = 1MB" || exit 1
+"$blast" -c 4 -n 3000 -s 2000 -o "$top/m.acked" "127.0.0.1:$TERND_PORT" >"$top/m.blast1" 2>&1 &
+bpid=$!
+tap_bg_register "$bpid"
+# _ternd_gone - the ternd process has exited
+_ternd_gone() {
+	! kill -0 "$TERND_PID" 2>/dev/null
+}
+tap_check "map full, growth fails: ternd stops" wait_until 120 _ternd_gone
+rc=0
+wait "$TERND_PID" || rc=$?
+tap_like "... with a fatal error, not a crash (exit status $rc)" "$rc" '^1$'
+tap_check "... saying why" grep -q 'queue database: cannot grow its map to 2 MB: Cannot allocate memory: stopping, so that a restart can recover the queue' "$TERND_LOG"
+: >"$FAULTFS_CONTROL"
+ternd_start
+wait "$bpid" 2>/dev/null
+"$blast" -c 4 -n 500 -s 2000 -o "$top/m.acked" "127.0.0.1:$TERND_PORT" >"$top/m.blast2" 2>&1
+tap_like "the fault cleared: after a restart the map grows, all 500 accepted" \
+	"$(cat "$top/m.blast2")" 'accepted=500 failed=0 '
+tap_check "the map grew beyond 1 MB" test "$(stat -c %s "$top/m/state/queue/data.mdb")" -gt 1048576
+rc=0
+ternd_stop || rc=$?
+tap_is "ternd stops cleanly" "$rc" 0
+ternd_start
+ternq_ list --json | python3 -c 'import json,sys; [print(json.loads(l)["queue_id"]) for l in sys.stdin]' \
+	| sort -u >"$top/m.queued"
+tap_is "every acknowledged message is queued after the restarts" \
+	"$(sort -u "$top/m.acked" | comm -23 - "$top/m.queued" | wc -l)" 0
+tap_like "and there are more than 500" "$(wc -l <"$top/m.queued")" '^([5-9][0-9]{2}|[0-9]{4,})$'
+ternd_stop
 tap_check "no sanitizer reports" ternd_sanitizer_clean
 tap_done
