@@ -28,6 +28,8 @@ tap_like "ternq trace: ternd's acceptance" "$trace" ' accepted +[0-9A-Z]{13}: fr
 tap_like "ternq trace: the attempt over TLS with the smarthost's queue id" "$trace" \
 	' attempt +[0-9A-Z]{13}: to=<user@example\.com>, peer=smarthost, .*tls=(full|resumed).*status=sent .*queued_as=[0-9A-F]+'
 tap_like "ternq trace: the final state" "$trace" ' final +[0-9A-Z]{13}: to=<user@example\.com>, status=sent'
+tap_like "tern-report: the burst in the grand totals" "$out" $'\n +50 +sent\n'
+tap_like "tern-report: the peer's row" "$out" $'\nsmarthost +50 +0 +0 '
 tap_like "metrics: 50 deliveries sent" "$out" 'tern_deliveries_total\{peer="smarthost",status="sent"\} 50'
 "$demo" stop >/dev/null 2>&1
 tap_is "demo.sh stop stops every listener" \
