@@ -498,6 +498,18 @@ static void read_end(struct store *st, MDB_txn *txn)
 	pthread_rwlock_unlock(&st->resize);
 }
 
+/* read_cursor - a read transaction and a cursor on dbi; -1 if either fails */
+static int read_cursor(struct store *st, MDB_dbi dbi, MDB_txn **txn, MDB_cursor **cur)
+{
+	if (read_begin(st, txn) != 0)
+		return -1;
+	if (mdb_cursor_open(*txn, dbi, cur) != 0) {
+		read_end(st, *txn);
+		return -1;
+	}
+	return 0;
+}
+
 /* store_get_meta - a named counter; 0 if never set */
 int store_get_meta(struct store *st, const char *name, uint64_t *value)
 {
@@ -637,12 +649,8 @@ int store_foreach_seg(struct store *st, store_seg_fn fn, void *arg)
 	MDB_val k, v;
 	int rc, stop = 0;
 
-	if (read_begin(st, &txn) != 0)
+	if (read_cursor(st, st->seg, &txn, &cur) != 0)
 		return -1;
-	if (mdb_cursor_open(txn, st->seg, &cur) != 0) {
-		read_end(st, txn);
-		return -1;
-	}
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && !stop;
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		struct store_seg seg;
@@ -663,12 +671,8 @@ int store_foreach_due(struct store *st, uint64_t until_us, store_due_fn fn, void
 	MDB_val k, v;
 	int rc, stop = 0;
 
-	if (read_begin(st, &txn) != 0)
+	if (read_cursor(st, st->sched, &txn, &cur) != 0)
 		return -1;
-	if (mdb_cursor_open(txn, st->sched, &cur) != 0) {
-		read_end(st, txn);
-		return -1;
-	}
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && !stop;
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		const unsigned char *key = k.mv_data;
@@ -840,12 +844,8 @@ int store_hist_find(struct store *st, char kind, const char *value, store_hist_f
 	MDB_val k, v;
 	int rc, stop = 0;
 
-	if (read_begin(st, &txn) != 0)
+	if (read_cursor(st, st->hidx, &txn, &cur) != 0)
 		return -1;
-	if (mdb_cursor_open(txn, st->hidx, &cur) != 0) {
-		read_end(st, txn);
-		return -1;
-	}
 	if (kind == 'q') {
 		qid_add(&qids, &nqids, value);
 	} else {
