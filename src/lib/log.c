@@ -135,6 +135,15 @@ void log_msg(int prio, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* die - leave at once: a fatal error may come from any thread while the
+ * others run, so no atexit handlers (OpenSSL's cleanup, a sanitizer's
+ * leak check) may run under them; what stdio holds is written first */
+static void __attribute__((noreturn)) die(int status)
+{
+	fflush(NULL);
+	_exit(status);
+}
+
 /* log_fatal_status - log a fatal error and exit with status */
 void log_fatal_status(int status, const char *fmt, ...)
 {
@@ -143,7 +152,7 @@ void log_fatal_status(int status, const char *fmt, ...)
 	va_start(ap, fmt);
 	log_vmsg(LOG_CRIT, fmt, ap);
 	va_end(ap);
-	exit(status);
+	die(status);
 }
 
 /* log_fatal - log a fatal error and exit 1 */
@@ -154,5 +163,5 @@ void log_fatal(const char *fmt, ...)
 	va_start(ap, fmt);
 	log_vmsg(LOG_CRIT, fmt, ap);
 	va_end(ap);
-	exit(1);
+	die(1);
 }
