@@ -46,6 +46,7 @@ struct store {
 	MDB_dbi msg, rcpt, sched, seg, meta, tls, hist, hidx;
 	size_t mapsize;
 	pthread_rwlock_t resize;	/* readers share; map growth is exclusive */
+	int unmapped;			/* under resize: a growth failed, LMDB has no map */
 	int readonly;
 };
 
@@ -159,6 +160,8 @@ static int store_grow(struct store *st, char *err, size_t errlen)
 	rc = mdb_env_set_mapsize(st->env, want);
 	if (rc == 0)
 		st->mapsize = want;
+	else
+		st->unmapped = 1;	/* no one may touch the environment again */
 	pthread_rwlock_unlock(&st->resize);
 	if (rc == 0)
 		return 0;
@@ -177,6 +180,11 @@ int store_write(struct store *st, store_write_fn fn, void *arg, char *err, size_
 		err[0] = '\0';
 	for (;;) {
 		pthread_rwlock_rdlock(&st->resize);
+		if (st->unmapped) {
+			pthread_rwlock_unlock(&st->resize);
+			rc = MDB_PANIC;
+			break;
+		}
 		rc = mdb_txn_begin(st->env, NULL, 0, &t.txn);
 		if (rc == MDB_MAP_RESIZED) {	/* grown by another process */
 			pthread_rwlock_unlock(&st->resize);
@@ -477,6 +485,10 @@ static int read_begin(struct store *st, MDB_txn **txn)
 	int rc;
 
 	pthread_rwlock_rdlock(&st->resize);
+	if (st->unmapped) {
+		pthread_rwlock_unlock(&st->resize);
+		return MDB_PANIC;
+	}
 	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, txn);
 	if (rc == MDB_MAP_RESIZED) {
 		pthread_rwlock_unlock(&st->resize);
