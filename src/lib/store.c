@@ -620,7 +620,7 @@ int store_foreach(struct store *st, store_msg_fn fn, void *arg)
 		size_t got = 0;
 		int rc;
 
-		if (read_begin(st, &txn) != 0 || mdb_cursor_open(txn, st->msg, &cur) != 0) {
+		if (read_cursor(st, st->msg, &txn, &cur) != 0) {
 			free(items);
 			return -1;
 		}
@@ -915,7 +915,7 @@ int store_hist_foreach_range(struct store *st, uint64_t from_us, uint64_t to_us,
 		size_t got = 0;
 		int rc;
 
-		if (read_begin(st, &txn) != 0 || mdb_cursor_open(txn, st->hist, &cur) != 0) {
+		if (read_cursor(st, st->hist, &txn, &cur) != 0) {
 			free(recs);
 			return -1;
 		}
