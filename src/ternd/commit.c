@@ -65,12 +65,14 @@ int commit_submit(struct job *job)
 		snprintf(job->err, sizeof(job->err), "ternd is stopping");
 		return job->result = -1;
 	}
+	pthread_cond_init(&job->cond, NULL);
 	*ternd.tail = job;
 	ternd.tail = &job->next;
 	pthread_cond_signal(&ternd.work);
 	while (!job->done)
-		pthread_cond_wait(&ternd.done, &ternd.lock);
+		pthread_cond_wait(&job->cond, &ternd.lock);
 	pthread_mutex_unlock(&ternd.lock);
+	pthread_cond_destroy(&job->cond);
 	return job->result;
 }
 
@@ -263,8 +265,8 @@ static void finish(struct job **jobs, size_t n, int result, const char *err)
 			stats_queue(QSTATE_GONE, QSTATE_QUEUED);
 		}
 		jobs[i]->done = 1;
+		pthread_cond_signal(&jobs[i]->cond);
 	}
-	pthread_cond_broadcast(&ternd.done);
 	pthread_mutex_unlock(&ternd.lock);
 	if (result == 0)
 		relay_kick();	/* new mail may be due now */

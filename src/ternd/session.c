@@ -94,6 +94,18 @@ static void session_fail(struct session *s, const char *fmt, ...)
 	s->state = S_FAIL;
 }
 
+/* ready - wait until fd is readable or writable (events), up to
+ * timeout_ms; 0 on timeout or error */
+static int ready(int fd, short events, long long timeout_ms)
+{
+	struct pollfd p = {fd, events, 0};
+	int rc;
+
+	while ((rc = poll(&p, 1, (int)timeout_ms)) < 0 && errno == EINTR)
+		;
+	return rc > 0;
+}
+
 /* flush - send the replies gathered so far */
 static void flush(struct session *s)
 {
@@ -101,15 +113,16 @@ static void flush(struct session *s)
 	long long timeout = s->conf->ternd.command_timeout;
 
 	while (done < s->out_len && s->state != S_FAIL) {
-		struct pollfd p = {s->fd, POLLOUT, 0};
-		ssize_t n;
+		ssize_t n = send(s->fd, s->out + done, s->out_len - done, MSG_NOSIGNAL | MSG_DONTWAIT);
 
-		if (poll(&p, 1, (int)timeout) <= 0) {
-			session_fail(s, "timeout after reply");
-			break;
+		if (n < 0 && errno == EAGAIN) {
+			if (!ready(s->fd, POLLOUT, timeout)) {
+				session_fail(s, "timeout after reply");
+				break;
+			}
+			continue;
 		}
-		n = send(s->fd, s->out + done, s->out_len - done, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
 			session_fail(s, "lost connection after reply");
@@ -156,7 +169,6 @@ static void error_reply(struct session *s, const char *text)
 /* fill - read more input, waiting up to timeout_ms; 0 on EOF/error */
 static int fill(struct session *s, long long timeout_ms)
 {
-	struct pollfd p = {s->fd, POLLIN, 0};
 	ssize_t n;
 
 	if (s->in_pos == s->in_len)
@@ -171,17 +183,17 @@ static int fill(struct session *s, long long timeout_ms)
 	if (s->state == S_FAIL)
 		return 0;
 	for (;;) {
-		int rc = poll(&p, 1, (int)timeout_ms);
-
-		if (rc < 0 && errno == EINTR)
+		/* Read first: under load the data is usually there already. */
+		n = recv(s->fd, s->in + s->in_len, sizeof(s->in) - s->in_len, MSG_DONTWAIT);
+		if (n < 0 && errno == EAGAIN) {
+			if (!ready(s->fd, POLLIN, timeout_ms)) {
+				reply(s, "421 4.4.2 %s Error: timeout exceeded", ternd.hostname);
+				flush(s);
+				session_fail(s, "timeout");
+				return 0;
+			}
 			continue;
-		if (rc == 0) {
-			reply(s, "421 4.4.2 %s Error: timeout exceeded", ternd.hostname);
-			flush(s);
-			session_fail(s, "timeout");
-			return 0;
 		}
-		n = recv(s->fd, s->in + s->in_len, sizeof(s->in) - s->in_len, 0);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {

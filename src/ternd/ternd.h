@@ -31,7 +31,8 @@ struct job {
 	/* JOB_WRITE: a queue change (ternq) */
 	store_write_fn write;
 	void *arg;
-	/* result */
+	/* result, signalled on cond (each job its own: no herd of wake-ups) */
+	pthread_cond_t cond;
 	int done;
 	int result;			/* 0, or -1 with err */
 	char err[256];
@@ -45,7 +46,7 @@ struct ternd {
 	const char *hostname;
 	/* committer queue */
 	pthread_mutex_t lock;
-	pthread_cond_t work, done;
+	pthread_cond_t work, done;	/* done: a session ended */
 	struct job *head, **tail;
 	int stopping;
 	/* inbound sessions */
