@@ -58,21 +58,20 @@ uint64_t now_us(void)
 int commit_submit(struct job *job)
 {
 	job->next = NULL;
-	job->done = 0;
 	pthread_mutex_lock(&ternd.lock);
 	if (ternd.stopping) {
 		pthread_mutex_unlock(&ternd.lock);
 		snprintf(job->err, sizeof(job->err), "ternd is stopping");
 		return job->result = -1;
 	}
-	pthread_cond_init(&job->cond, NULL);
+	sem_init(&job->done, 0, 0);
 	*ternd.tail = job;
 	ternd.tail = &job->next;
 	pthread_cond_signal(&ternd.work);
-	while (!job->done)
-		pthread_cond_wait(&job->cond, &ternd.lock);
 	pthread_mutex_unlock(&ternd.lock);
-	pthread_cond_destroy(&job->cond);
+	while (sem_wait(&job->done) < 0)
+		;		/* EINTR */
+	sem_destroy(&job->done);
 	return job->result;
 }
 
@@ -255,7 +254,6 @@ static size_t take_batch(struct job **jobs, size_t max)
 /* finish - answer every job of the batch */
 static void finish(struct job **jobs, size_t n, int result, const char *err)
 {
-	pthread_mutex_lock(&ternd.lock);
 	for (size_t i = 0; i < n; i++) {
 		jobs[i]->result = result;
 		if (result != 0)
@@ -264,10 +262,8 @@ static void finish(struct job **jobs, size_t n, int result, const char *err)
 			ternd.queued++;
 			stats_queue(QSTATE_GONE, QSTATE_QUEUED);
 		}
-		jobs[i]->done = 1;
-		pthread_cond_signal(&jobs[i]->cond);
+		sem_post(&jobs[i]->done);	/* the job is the session's from here */
 	}
-	pthread_mutex_unlock(&ternd.lock);
 	if (result == 0)
 		relay_kick();	/* new mail may be due now */
 }

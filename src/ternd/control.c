@@ -59,9 +59,7 @@ static void control_request(char *line, char *answer, size_t len)
 	queue_op_cleanup(ternd.spool, &a);
 	stats_queue(a.was, a.now);
 	if (a.op == QOP_DELETE) {
-		pthread_mutex_lock(&ternd.lock);
 		ternd.queued--;
-		pthread_mutex_unlock(&ternd.lock);
 	}
 	log_info("%s: %s by ternq", a.qid, a.op == QOP_HOLD ? "held" : a.op == QOP_RELEASE
 		 ? "released" : a.op == QOP_DELETE ? "removed" : "scheduled for retry");

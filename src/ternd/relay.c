@@ -1281,9 +1281,7 @@ static void record(struct attempt *a, struct peer_rt *rt, const struct conn *c,
 			bounce(res, conf, c->host[0] ? c->host : NULL);
 		if (res->removed) {
 			queue_op_cleanup(ternd.spool, &res->del);
-			pthread_mutex_lock(&ternd.lock);
 			ternd.queued--;
-			pthread_mutex_unlock(&ternd.lock);
 			log_info("%s: removed", a->qid);
 		}
 	}

@@ -258,12 +258,7 @@ static void txn_reset(struct session *s)
 static int storage_ok(const struct conf *conf)
 {
 	struct statvfs fs;
-	uint64_t queued;
-
-	pthread_mutex_lock(&ternd.lock);
-	queued = ternd.queued;
-	pthread_mutex_unlock(&ternd.lock);
-	if (queued >= (uint64_t)conf->ternd.max_queue_messages)
+	if (ternd.queued >= (uint64_t)conf->ternd.max_queue_messages)
 		return 0;
 	if (statvfs(conf->global.spool_dir, &fs) == 0
 	    && (unsigned long long)fs.f_bavail * fs.f_frsize < conf->ternd.queue_minfree)

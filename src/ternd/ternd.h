@@ -6,6 +6,8 @@
 #define TERN_TERND_H
 
 #include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/uio.h>
 
@@ -31,9 +33,9 @@ struct job {
 	/* JOB_WRITE: a queue change (ternq) */
 	store_write_fn write;
 	void *arg;
-	/* result, signalled on cond (each job its own: no herd of wake-ups) */
-	pthread_cond_t cond;
-	int done;
+	/* result, posted on done: each job its own, so that answering a
+	 * batch wakes its sessions and no other, without the shared lock */
+	sem_t done;
 	int result;			/* 0, or -1 with err */
 	char err[256];
 };
@@ -51,7 +53,7 @@ struct ternd {
 	int stopping;
 	/* inbound sessions */
 	int sessions;
-	uint64_t queued;		/* messages in the queue */
+	_Atomic uint64_t queued;	/* messages in the queue */
 };
 
 extern struct ternd ternd;
