@@ -9,6 +9,10 @@
 #     postfix   an isolated Postfix whose smtpd + cleanup write and fsync the
 #               queue file as usual, but which never delivers (see below)
 #     sink      smtp-sink: no durability at all, the protocol ceiling
+#     ternd-mem ternd with its state and spool on tmpfs (/dev/shm): the same
+#               program, with flushes that cost nothing; not run unless
+#               named in SERVERS.  ternd/ternd-mem is what durability costs
+#               ternd, apart from everything else it does per message
 #
 # ternd's state and spool and Postfix's queue are on the same real file
 # system, below BENCH_TMPDIR (not tmpfs: durability costs are the point).
@@ -108,7 +112,7 @@ require_uint MESSAGES SESSIONS SIZE ROUNDS WARMUP FSYNC_PROBES RUN_TIMEOUT
 [ "$MESSAGES" -gt 0 ] && [ "$ROUNDS" -gt 0 ] && [ "$SESSIONS" -gt 0 ] ||
 	die "MESSAGES, SESSIONS and ROUNDS must be > 0"
 for c in $CLIENTS; do case $c in source | blast | bdat) ;; *) die "unknown client $c" ;; esac; done
-for s in $SERVERS; do case $s in ternd | postfix | sink) ;; *) die "unknown server $s" ;; esac; done
+for s in $SERVERS; do case $s in ternd | ternd-mem | postfix | sink) ;; *) die "unknown server $s" ;; esac; done
 [ -d "$BENCH_TMPDIR" ] && [ -w "$BENCH_TMPDIR" ] || die "BENCH_TMPDIR $BENCH_TMPDIR is not a writable directory"
 fstype=$(df --output=fstype "$BENCH_TMPDIR" | tail -n 1 | tr -d ' ')
 case $fstype in
@@ -187,7 +191,7 @@ pf_incoming() {
 # server_count - print how many messages the running server holds/counted
 server_count() {
 	case $1 in
-	ternd) ternd_count ;;
+	ternd | ternd-mem) ternd_count ;;
 	postfix) pf_incoming ;;
 	sink) sink_count "$srv_dir/sink.out" ;;
 	esac
@@ -198,7 +202,12 @@ server_start() {
 	srv_dir=$(tap_tmpdir) || die "mktemp failed"
 	srv_pid=
 	case $1 in
-	ternd)
+	ternd | ternd-mem)
+		if [ "$1" = ternd-mem ]; then
+			rm -rf "$srv_dir"
+			srv_dir=$(mktemp -d /dev/shm/tern-bench.XXXXXX) && chmod 0755 "$srv_dir" ||
+				die "mktemp in /dev/shm failed"
+		fi
 		ternd_setup "$srv_dir/ternd" || die "ternd did not start"
 		srv_port=$TERND_PORT
 		srv_pid=$TERND_PID
@@ -231,7 +240,7 @@ server_start() {
 # server_stop - stop SERVER and remove its files
 server_stop() {
 	case $1 in
-	ternd)
+	ternd | ternd-mem)
 		ternd_stop || die "ternd exit status $? at stop: $(tail -n 5 "$TERND_LOG")"
 		;;
 	postfix)
@@ -310,7 +319,7 @@ run_one() {
 	run_client "$client" "$MESSAGES"
 	t1=$(proc_cpu_ticks "$srv_pid")
 	cpu1=$(cpu_snapshot)
-	[ "$server" = ternd ] && cpu_s=$(awk -v t=$((t1 - t0)) -v hz="$clk_tck" 'BEGIN { printf "%.2f", t / hz }')
+	[ "${server%-mem}" = ternd ] && cpu_s=$(awk -v t=$((t1 - t0)) -v hz="$clk_tck" 'BEGIN { printf "%.2f", t / hz }')
 	got=$(wait_count "$server" "$MESSAGES")
 	[ "$r_ok" = 1 ] || die "run $round $client/$server failed: $(tail -n 5 "$top/client.out")"
 	[ "$got" -eq "$MESSAGES" ] ||
@@ -424,6 +433,20 @@ for c in $CLIENTS; do
 	printf '%-6s ternd/postfix %-14s ternd/sink %-14s ternd rates %s\n' "$c" \
 		"$(minmax "${qp[@]}")" "$(minmax "${qs[@]}")" "$(minmax "${rt[@]}")"
 done
+if [[ " $SERVERS " == *" ternd-mem "* ]]; then
+	echo
+	echo "== what durability costs ternd: ternd (disk) / ternd-mem (tmpfs), medians"
+	for c in $CLIENTS; do
+		# shellcheck disable=SC2086
+		{
+			mt=$(median ${rates[$c/ternd]:-})
+			mm=$(median ${rates[$c/ternd-mem]:-})
+			lm99=$(median ${p99s[$c/ternd-mem]:-})
+		}
+		printf '%-6s ternd %s msgs/s, ternd-mem %s msgs/s (P99 %s ms): %s\n' "$c" "$mt" "$mm" \
+			"$lm99" "$(ratio "$mt" "$mm")"
+	done
+fi
 echo
 echo "== targets"
 for c in $CLIENTS; do
