@@ -11,6 +11,9 @@
  *   hist   time_us(be64) . qid . kind . idx(be32) -> history record (store_codec)
  *   hidx   (dupsort) 'q' qid -> hist key; 't' trace id (hex) -> qid;
  *          'm' Message-ID -> qid; 'r' recipient (lower case) -> qid
+ *   notice id -> flags(1) . rcpt len(be16) . rcpt . body: a non-delivery
+ *          notification written with the bounce it reports, until it is
+ *          queued as a message (read-write opens only)
  * History is written in the transaction of the state change it records
  * and pruned oldest first, a bounded number of records per call.
  * Big-endian keys sort numerically. Must never hold a read transaction
@@ -43,7 +46,7 @@
 
 struct store {
 	MDB_env *env;
-	MDB_dbi msg, rcpt, sched, seg, meta, tls, hist, hidx;
+	MDB_dbi msg, rcpt, sched, seg, meta, tls, hist, hidx, notice;
 	size_t mapsize;
 	pthread_rwlock_t resize;	/* readers share; map growth is exclusive */
 	int unmapped;			/* under resize: a growth failed, LMDB has no map */
@@ -107,6 +110,7 @@ struct store *store_open(const char *dir, int readonly, size_t mapsize, char *er
 	    || (rc = mdb_dbi_open(txn, "hist", readonly ? 0 : MDB_CREATE, &st->hist)) != 0
 	    || (rc = mdb_dbi_open(txn, "hidx", readonly ? MDB_DUPSORT
 				  : MDB_CREATE | MDB_DUPSORT, &st->hidx)) != 0
+	    || (!readonly && (rc = mdb_dbi_open(txn, "notice", MDB_CREATE, &st->notice)) != 0)
 	    || (rc = mdb_txn_commit(txn)) != 0) {
 		if (txn && rc != 0)
 			mdb_txn_abort(txn);
@@ -237,6 +241,7 @@ static int load_rcpts(struct store *st, MDB_txn *txn, const char *qid,
 		      struct q_rcpt **rcpts, size_t *n);
 static int read_begin(struct store *st, MDB_txn **txn);
 static void read_end(struct store *st, MDB_txn *txn);
+static int read_cursor(struct store *st, MDB_dbi dbi, MDB_txn **txn, MDB_cursor **cur);
 
 /* rcpt_key - qid . idx */
 static void rcpt_key(unsigned char key[RCPT_KEY_LEN], const char *qid, uint32_t idx)
@@ -468,6 +473,93 @@ size_t store_get_tls(struct store *st, const char *key, void *buf, size_t cap)
 	}
 	read_end(st, txn);
 	return n;
+}
+
+/* store_put_notice - keep a notification to queue: to rcpt, with flags */
+int store_put_notice(struct store_txn *t, const char *id, const char *rcpt, uint8_t flags,
+		     const char *body, size_t len)
+{
+	size_t rlen = strlen(rcpt), klen = strlen(id);
+	MDB_val key = {klen, (void *)id}, val = {3 + rlen + len, NULL};
+	unsigned char *p;
+	int rc;
+
+	if (rlen > 0xffff || klen == 0 || klen > STORE_NOTICE_ID_MAX)
+		return EINVAL;
+	/* MDB_RESERVE: the body is copied once, straight into the page */
+	if ((rc = mdb_put(t->txn, t->st->notice, &key, &val, MDB_RESERVE)) != 0)
+		return rc;
+	p = val.mv_data;
+	p[0] = flags;
+	be_put(p + 1, rlen, 2);
+	memcpy(p + 3, rcpt, rlen);
+	memcpy(p + 3 + rlen, body, len);
+	return 0;
+}
+
+/* store_del_notice - forget a notification (queued, or given up) */
+int store_del_notice(struct store_txn *t, const char *id)
+{
+	return del(t, t->st->notice, id, strlen(id));
+}
+
+/* store_get_notice - a notification: its recipient and body (the
+ * caller frees both); 0, 1 when there is none, 2 when it is malformed,
+ * or -1 */
+int store_get_notice(struct store *st, const char *id, char **rcpt, uint8_t *flags,
+		     char **body, size_t *len)
+{
+	MDB_txn *txn;
+	MDB_val k = {strlen(id), (void *)id}, v;
+	const unsigned char *p;
+	size_t rlen;
+	int rc;
+
+	if (read_begin(st, &txn) != 0)
+		return -1;
+	if ((rc = mdb_get(txn, st->notice, &k, &v)) != 0) {
+		read_end(st, txn);
+		return rc == MDB_NOTFOUND ? 1 : -1;
+	}
+	p = v.mv_data;
+	rlen = v.mv_size >= 3 ? (size_t)be_get(p + 1, 2) : SIZE_MAX;
+	if (rlen > v.mv_size - 3) {
+		read_end(st, txn);
+		return 2;
+	}
+	*flags = p[0];
+	*rcpt = xstrndup((const char *)p + 3, rlen);
+	*len = v.mv_size - 3 - rlen;
+	*body = xmalloc(*len + 1);
+	memcpy(*body, p + 3 + rlen, *len);
+	read_end(st, txn);
+	return 0;
+}
+
+/* store_foreach_notice - the ids of waiting notifications, oldest first,
+ * until fn returns nonzero */
+int store_foreach_notice(struct store *st, store_notice_fn fn, void *arg)
+{
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int rc, stop = 0;
+
+	if (read_cursor(st, st->notice, &txn, &cur) != 0)
+		return -1;
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && !stop;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		char id[STORE_NOTICE_ID_MAX + 1];
+
+		if (k.mv_size == 0 || k.mv_size > STORE_NOTICE_ID_MAX)
+			continue;
+		memcpy(id, k.mv_data, k.mv_size);
+		id[k.mv_size] = '\0';
+		stop = fn(id, arg);
+	}
+	mdb_cursor_close(cur);
+	read_end(st, txn);
+	return stop;
 }
 
 /* store_put_meta - set a named counter */

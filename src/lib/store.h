@@ -49,6 +49,11 @@ int store_put_seg(struct store_txn *txn, const struct store_seg *seg);
 int store_del_seg(struct store_txn *txn, uint64_t id);
 int store_put_meta(struct store_txn *txn, const char *name, uint64_t value);
 int store_put_tls(struct store_txn *txn, const char *key, const void *blob, size_t len);
+/* Notifications (DSNs) to queue: written with the bounce they report. */
+#define STORE_NOTICE_ID_MAX 64
+int store_put_notice(struct store_txn *txn, const char *id, const char *rcpt, uint8_t flags,
+		     const char *body, size_t len);
+int store_del_notice(struct store_txn *txn, const char *id);
 /* 0 found, 1 not found, else an error */
 int store_txn_get_msg(struct store_txn *txn, const char *qid, struct q_msg *m);
 int store_txn_get_seg(struct store_txn *txn, uint64_t id, struct store_seg *seg);
@@ -70,6 +75,10 @@ typedef int (*store_due_fn)(uint64_t next_us, const char *qid, uint32_t idx,
 			    const char *peer, void *arg);
 int store_foreach_due(struct store *st, uint64_t until_us, store_due_fn fn, void *arg);
 int store_count(struct store *st, uint64_t *messages);
+int store_get_notice(struct store *st, const char *id, char **rcpt, uint8_t *flags,
+		     char **body, size_t *len);
+typedef int (*store_notice_fn)(const char *id, void *arg);
+int store_foreach_notice(struct store *st, store_notice_fn fn, void *arg);
 void q_rcpts_free(struct q_rcpt **rcpts, size_t n);
 
 /* Delivery history (same environment, written with the state change). */

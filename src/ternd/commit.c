@@ -154,6 +154,8 @@ static int batch_write(struct store_txn *txn, void *arg)
 				return rc;
 		if ((rc = hist_accept(txn, j)) != 0)
 			return rc;
+		if (j->write && (rc = j->write(txn, j->arg)) != 0)
+			return rc;	/* what goes with the message, atomically */
 		/* Queue ids come from MAIL time, commits in any order: keep the highest. */
 		if (qid_parse(j->msg->qid, &v) == 0 && v > last_qid)
 			last_qid = v;

@@ -272,6 +272,8 @@ static int reroute_write(struct store_txn *txn, void *arg)
 	return rc;
 }
 
+static void notices_send(void);
+
 /* sched_main - the scheduler loop: once a second, or when kicked */
 static void *sched_main(void *arg)
 {
@@ -296,6 +298,7 @@ static void *sched_main(void *arg)
 			if (commit_submit(&job) < 0)
 				log_error("%s: cannot route it again: %s", rr.qids[i], job.err);
 		}
+		notices_send();
 		pthread_mutex_lock(&relay.lock);
 		clock_gettime(CLOCK_REALTIME, &t);
 		t.tv_sec += 1;
@@ -319,6 +322,7 @@ struct outcome {
 	char reply[SMTP_REPLY_FORMAT_MAX];
 	char esc[SMTP_ESC_MAX + 1];
 	int expired;			/* bounced by max_queue_lifetime */
+	int bounced;			/* the write bounced the recipient */
 };
 
 /* The result of one attempt, as the committer applies it. */
@@ -331,6 +335,7 @@ struct result {
 	uint64_t start, connected, sending;	/* attempt begun, connection ready, MAIL sent */
 	unsigned conn_use;		/* this transaction's number on its connection */
 	const char *relay;		/* host[addr]:port, or "none" */
+	const char *host;		/* the peer's host name (Remote-MTA), or NULL */
 	uint8_t tls;			/* enum hist_tls */
 	char peer_qid[SMTP_QUEUE_ID_MAX + 1];	/* from the peer's 250 to the content */
 	const struct conf *conf;
@@ -341,6 +346,7 @@ struct result {
 	struct q_rcpt *rcpts;
 	size_t nrcpts;
 	int was, after;			/* queue_state before and after */
+	int noticed;			/* a notification waits in the queue database */
 };
 
 /* backoff_us - the delay before attempt number attempts+1 */
@@ -398,6 +404,8 @@ static int hist_attempt(struct store_txn *txn, const struct result *res,
 	return store_hist_put(txn, &h);
 }
 
+static int notice_put(struct store_txn *txn, struct result *res);
+
 /* apply_result - record an attempt's outcome; remove a finished message */
 static int apply_result(struct store_txn *txn, void *arg)
 {
@@ -408,6 +416,9 @@ static int apply_result(struct store_txn *txn, void *arg)
 	q_msg_clear(&res->msg);
 	q_rcpts_free(&res->rcpts, res->nrcpts);
 	res->removed = 0;
+	res->noticed = 0;
+	for (size_t i = 0; i < res->nout; i++)
+		res->out[i].bounced = 0;
 	if ((rc = store_txn_get_msg(txn, res->qid, &res->msg)) == 1)
 		return 0;	/* deleted meanwhile */
 	if (rc != 0)
@@ -456,6 +467,7 @@ static int apply_result(struct store_txn *txn, void *arg)
 					}
 				}
 			}
+			o->bounced = r->state == RCPT_BOUNCED;
 			if (r->state != RCPT_DEFERRED && res->msg.nlive > 0)
 				res->msg.nlive--;
 			if ((rc = store_put_rcpt(txn, res->qid, r, old)) != 0
@@ -463,6 +475,8 @@ static int apply_result(struct store_txn *txn, void *arg)
 				return rc;
 		}
 	}
+	if ((rc = notice_put(txn, res)) != 0)
+		return rc;
 	res->after = res->msg.nlive > 0 ? queue_state(&res->msg, res->rcpts, res->nrcpts)
 		: QSTATE_GONE;
 	if (res->msg.nlive > 0)
@@ -476,42 +490,51 @@ static int apply_result(struct store_txn *txn, void *arg)
 	return queue_op_write(txn, &res->del);
 }
 
-/* bounce - a DSN for the bounced recipients, queued like any mail */
-static void bounce(const struct result *res, const struct conf *conf, const char *host)
+/* notice_put - the non-delivery notification (DSN) for the recipients
+ * this write bounced, kept in the queue database in the same transaction:
+ * the scheduler queues it as a message (notices_send), so that neither a
+ * crash nor a storage error between the two loses it */
+static int notice_put(struct store_txn *txn, struct result *res)
 {
-	struct dsn_rcpt *dr = xcalloc(res->nout, sizeof(*dr));
+	struct dsn_rcpt *dr;
 	struct dsn_msg dm = {0};
 	struct dsn_buf buf = {0};
-	char id[QID_LEN + 32], *content = NULL;
-	int flags;
+	char id[STORE_NOTICE_ID_MAX + 1], *content = NULL;
+	int flags, rc = 0;
 	size_t n = 0, clen = 0;
 	off_t off;
 	int fd;
 
+	for (size_t i = 0; i < res->nout && n == 0; i++)
+		n = res->out[i].bounced;
+	if (n == 0 || res->msg.sender[0] == '\0')
+		return 0;	/* nothing bounced, or to <>: never */
+	n = 0;
+	dr = xcalloc(res->nout, sizeof(*dr));
 	for (size_t i = 0; i < res->nout; i++) {
 		const struct outcome *o = &res->out[i];
 
 		for (size_t k = 0; k < res->nrcpts; k++) {
 			const struct q_rcpt *r = &res->rcpts[k];
 
-			if (r->idx != o->idx || r->state != RCPT_BOUNCED)
+			if (r->idx != o->idx || !o->bounced)
 				continue;
 			if (r->notify && !(r->notify & NOTIFY_FAILURE))
 				continue;	/* NOTIFY=NEVER or without FAILURE */
 			dr[n].addr = r->addr;
 			dr[n].orcpt = r->orcpt[0] ? r->orcpt : NULL;
 			dr[n].status = o->esc[0] ? o->esc : "5.0.0";
-			dr[n].remote_mta = host;
+			dr[n].remote_mta = res->host;
 			dr[n].diagnostic = o->reply;
 			dr[n].last_attempt = (time_t)(res->now / 1000000);
 			n++;
 		}
 	}
-	if (n == 0 || res->msg.sender[0] == '\0') {
+	if (n == 0) {
 		free(dr);
-		return;		/* nothing to report, or to <>: never */
+		return 0;
 	}
-	/* the original, for the third part */
+	/* the original, for the third part; its files go only after the commit */
 	if ((fd = spool_open_body(ternd.spool, &res->msg, &off)) >= 0) {
 		/* Enough for the whole message under RET=FULL, or its header:
 		 * a larger message is returned as headers only anyway. */
@@ -528,7 +551,7 @@ static void bounce(const struct result *res, const struct conf *conf, const char
 	snprintf(id, sizeof(id), "%s.%" PRIu64, res->msg.qid, res->now);
 	dm.reporting_mta = ternd.hostname;
 	dm.unique_id = id;
-	dm.now = time(NULL);
+	dm.now = (time_t)(res->now / 1000000);
 	dm.qid = res->msg.qid;
 	dm.sender = res->msg.sender;
 	dm.envid = res->msg.envid[0] ? res->msg.envid : NULL;
@@ -538,20 +561,15 @@ static void bounce(const struct result *res, const struct conf *conf, const char
 	dm.ret = (enum smtp_ret)res->msg.ret;
 	dm.content = content;
 	dm.content_len = clen;
-	if ((flags = dsn_build(&dm, &buf)) < 0) {
+	if ((flags = dsn_build(&dm, &buf)) < 0)
 		log_error("%s: cannot build the delivery status notification", res->msg.qid);
-	} else {
-		char dqid[QID_LEN + 1];
-
-		if (relay_enqueue_dsn(conf, res->msg.sender, buf.data, buf.len,
-				      (flags & DSN_SMTPUTF8) != 0, dqid) == 0)
-			log_info("%s: sender non-delivery notification: %s", res->msg.qid, dqid);
-		else
-			log_error("%s: cannot queue the non-delivery notification", res->msg.qid);
-	}
+	else if ((rc = store_put_notice(txn, id, res->msg.sender, (uint8_t)flags, buf.data,
+					buf.len)) == 0)
+		res->noticed = 1;
 	dsn_buf_free(&buf);
 	free(content);
 	free(dr);
+	return rc;
 }
 
 /* log_outcomes - one Postfix-format line per recipient of the attempt:
@@ -1243,6 +1261,7 @@ static void record(struct attempt *a, struct peer_rt *rt, const struct conn *c,
 	res->now = now_us();
 	res->conf = conf;
 	res->relay = a->relay_host[0] ? a->relay_host : "none";
+	res->host = c->host[0] ? c->host : NULL;
 	if ((c->fd >= 0 || c->why[0] == '\0') && c->ssl)
 		res->tls = c->tls_resumed ? HIST_TLS_RESUMED : HIST_TLS_FULL;
 	if (a->t0) {
@@ -1267,18 +1286,14 @@ static void record(struct attempt *a, struct peer_rt *rt, const struct conn *c,
 	} else if (res->msg.sender == NULL) {
 		log_info("%s: removed from the queue during the delivery attempt", a->qid);
 	} else {
-		int bounced = 0;
-
 		log_outcomes(res);
 		if (otlp_enabled())
 			emit_spans(res);
 		for (size_t i = 0; i < res->nout; i++)
-			bounced |= res->out[i].state == RCPT_BOUNCED;
-		for (size_t i = 0; i < res->nout; i++)
 			stats_delivery(rt->name, res->out[i].state, res->out[i].esc);
 		stats_queue(res->was, res->after);
-		if (bounced)
-			bounce(res, conf, c->host[0] ? c->host : NULL);
+		if (res->noticed)
+			relay_kick();	/* the scheduler queues the notification */
 		if (res->removed) {
 			queue_op_cleanup(ternd.spool, &res->del);
 			ternd.queued--;
@@ -1882,10 +1897,18 @@ void relay_stop(void)
 	trace_key_free(&session_key);
 }
 
-/* relay_enqueue_dsn - queue a notification from <> to rcpt, routed like
- * any mail; committed before it is counted as sent */
-int relay_enqueue_dsn(const struct conf *conf, const char *rcpt, const char *body, size_t len,
-		      int smtputf8, char qid[QID_LEN + 1])
+/* notice_done - the notification is queued: forget it, in the same
+ * transaction as its message's records */
+static int notice_done(struct store_txn *txn, void *arg)
+{
+	return store_del_notice(txn, arg);
+}
+
+/* enqueue_notice - queue a notification from <> to rcpt, routed like any
+ * mail, and forget it as a notice in the same transaction; 0, 1 when
+ * no route matches rcpt, -1 on a storage error */
+static int enqueue_notice(const struct conf *conf, const char *id, const char *rcpt,
+			  const char *body, size_t len, int smtputf8, char qid[QID_LEN + 1])
 {
 	const char *peer = conf_route(conf, rcpt);
 	struct q_msg m = {0};
@@ -1894,8 +1917,9 @@ int relay_enqueue_dsn(const struct conf *conf, const char *rcpt, const char *bod
 	crypto_generichash_state h;
 
 	if (peer == NULL) {
-		log_warning("no route for the notification to <%s>: not sent", rcpt);
-		return -1;
+		log_warning("%.*s: no route for the notification to <%s>: not sent", QID_LEN, id,
+			    rcpt);
+		return 1;
 	}
 	qid_next(&ternd.qids, now_us(), m.qid);
 	m.arrival_us = now_us();
@@ -1929,9 +1953,84 @@ int relay_enqueue_dsn(const struct conf *conf, const char *rcpt, const char *bod
 	job.body[0].iov_base = (void *)body;
 	job.body[0].iov_len = len;
 	job.nbody = 1;
-	if (commit_submit(&job) < 0)
+	job.write = notice_done;
+	job.arg = (void *)id;
+	if (commit_submit(&job) < 0) {
+		log_error("%.*s: cannot queue the non-delivery notification: %s (next try in %lld s)",
+			  QID_LEN, id, job.err, conf->ternd.min_backoff / 1000);
 		return -1;
+	}
 	memcpy(qid, m.qid, QID_LEN + 1);
 	log_info("%s: from=<>, size=%zu, nrcpt=1 (queue active)", m.qid, len);
 	return 0;
+}
+
+#define NOTICE_BATCH 16			/* notifications queued per scan */
+struct notice_ids {
+	char id[NOTICE_BATCH][STORE_NOTICE_ID_MAX + 1];
+	size_t n;
+};
+
+/* notice_id - collect a waiting notification's id */
+static int notice_id(const char *id, void *arg)
+{
+	struct notice_ids *ids = arg;
+
+	memcpy(ids->id[ids->n++], id, strlen(id) + 1);
+	return ids->n == NOTICE_BATCH;
+}
+
+/* forget_notice - a notification that cannot be sent: drop it */
+static void forget_notice(const char *id)
+{
+	struct job job = {0};
+
+	job.kind = JOB_WRITE;
+	job.write = notice_done;
+	job.arg = (void *)id;
+	if (commit_submit(&job) < 0)
+		log_error("%.*s: cannot drop the notification: %s", QID_LEN, id, job.err);
+}
+
+/* notices_send - queue the notifications waiting in the queue database
+ * (the scheduler's job); after a storage error, wait min_backoff */
+static void notices_send(void)
+{
+	static uint64_t not_before;
+	const struct conf *conf = ternd_conf();
+	struct notice_ids ids;
+
+	if (now_us() < not_before)
+		return;
+	ids.n = 0;
+	store_foreach_notice(ternd.store, notice_id, &ids);
+	for (size_t i = 0; i < ids.n && !relay.stopping; i++) {
+		char *rcpt = NULL, *body = NULL, dqid[QID_LEN + 1];
+		uint8_t flags = 0;
+		size_t len = 0;
+		int rc = store_get_notice(ternd.store, ids.id[i], &rcpt, &flags, &body, &len);
+
+		if (rc == 1)
+			continue;	/* queued meanwhile */
+		if (rc == 2) {
+			log_error("%.*s: a notification in the queue database is damaged: dropped",
+				  QID_LEN, ids.id[i]);
+			forget_notice(ids.id[i]);
+			continue;
+		}
+		if (rc == 0)
+			rc = enqueue_notice(conf, ids.id[i], rcpt, body, len,
+					    (flags & DSN_SMTPUTF8) != 0, dqid);
+		free(rcpt);
+		free(body);
+		if (rc == 0)
+			log_info("%.*s: sender non-delivery notification: %s", QID_LEN, ids.id[i],
+				 dqid);
+		else if (rc == 1)
+			forget_notice(ids.id[i]);	/* no route */
+		else {
+			not_before = now_us() + (uint64_t)conf->ternd.min_backoff * 1000;
+			break;
+		}
+	}
 }

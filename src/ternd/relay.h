@@ -12,7 +12,5 @@ void relay_start(void);
 void relay_stop(void);
 void relay_reload(const struct conf *conf);
 void relay_kick(void);
-int relay_enqueue_dsn(const struct conf *conf, const char *rcpt, const char *body, size_t len,
-		      int smtputf8, char qid[QID_LEN + 1]);
 
 #endif

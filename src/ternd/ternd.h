@@ -30,7 +30,8 @@ struct job {
 	struct iovec body[2];		/* Received: header, then content */
 	int nbody;
 	const char *msgid;		/* its Message-ID, or "", for the history */
-	/* JOB_WRITE: a queue change (ternq) */
+	/* JOB_WRITE: a queue change; JOB_ACCEPT: an optional change made in
+	 * the transaction that records the message (write may be NULL) */
 	store_write_fn write;
 	void *arg;
 	/* result, posted on done: each job its own, so that answering a

@@ -65,8 +65,5 @@ wait_until 20 _pf_atleast 3 'postfix/discard\[[0-9]+\]: [0-9A-F]+: to=<'
 tap_is "the peer took the small and the ASCII messages and the notification" \
 	"$(pf_count 'postfix/smtpd\[[0-9]+\]: [0-9A-F]+: client=')" 3
 tap_is "... and saw no MAIL FROM for the others" "$(pf_count 'big@peer\.test|utf@peer\.test')" 0
-rc=0
-ternd_stop || rc=$?
-tap_is "ternd stops cleanly" "$rc" 0
-tap_check "no sanitizer reports" ternd_sanitizer_clean
+ternd_stop_checked
 tap_done

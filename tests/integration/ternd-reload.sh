@@ -85,8 +85,5 @@ tap_check "remove: and delivered through pa to sink c" \
 	wait_until 30 _atleast 1 ": $q5: to=<u5@b\\.test>, relay=127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\]:${sink_port[c]}, .*status=sent "
 tap_is "remove: sink c has both messages" "$(files "$top/c")" 2
 tap_is "the queue is empty" "$(ternq_ list --json | wc -l)" 0
-rc=0
-ternd_stop || rc=$?
-tap_is "ternd stops cleanly" "$rc" 0
-tap_check "no sanitizer reports" ternd_sanitizer_clean
+ternd_stop_checked
 tap_done

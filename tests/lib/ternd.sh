@@ -4,7 +4,7 @@
 #     ternd_setup DIR [tern.conf lines for [ternd]...]   # config, start, wait
 #     TERND_PEERS=$'[peer a]\nhost = ...\n[routes]\n* = a' ternd_setup DIR ...
 #     ternq_ list --json                                  # the built ternq
-#     ternd_restart / ternd_kill9 / ternd_stop
+#     ternd_restart / ternd_kill9 / ternd_stop / ternd_stop_checked (tests exit 0)
 #
 # Sets TERND_DIR, TERND_PORT (SMTP), TERND_LMTP (unix socket path),
 # TERND_CONF, TERND_PID, TERND_LOG. State, spool and run directories live
@@ -97,4 +97,13 @@ ternq_() {
 # ternd_sanitizer_clean - no sanitizer report in the log
 ternd_sanitizer_clean() {
 	! grep -q 'Sanitizer\|runtime error:' "$TERND_LOG"
+}
+
+# ternd_stop_checked - stop ternd, and test that it exits 0 and that its
+# log has no sanitizer report
+ternd_stop_checked() {
+	local rc=0
+	ternd_stop || rc=$?
+	tap_is "ternd stops cleanly" "$rc" 0
+	tap_check "no sanitizer reports" ternd_sanitizer_clean
 }

@@ -660,6 +660,90 @@ START_TEST(test_meta)
 }
 END_TEST
 
+/* notice_fn - put two notifications, one with an empty body; drop "gone" */
+static int notice_fn(struct store_txn *t, void *arg)
+{
+	const char *body = arg;
+	int rc;
+
+	if ((rc = store_put_notice(t, "QID2.2", "a@example.org", 2, body, strlen(body))) != 0
+	    || (rc = store_put_notice(t, "QID1.1", "", 0, "", 0)) != 0
+	    || (rc = store_put_notice(t, "gone", "x@example.org", 0, "x", 1)) != 0)
+		return rc;
+	return store_del_notice(t, "gone");
+}
+
+/* notice_put_fn - put one notification under the id arg */
+static int notice_put_fn(struct store_txn *t, void *arg)
+{
+	return store_put_notice(t, arg, "r@example.org", 0, "b", 1);
+}
+
+/* notice_del_fn - forget one notification */
+static int notice_del_fn(struct store_txn *t, void *arg)
+{
+	return store_del_notice(t, arg);
+}
+
+struct notice_list {
+	char id[4][STORE_NOTICE_ID_MAX + 1];
+	size_t n;
+};
+
+/* notice_collect - store_foreach_notice callback */
+static int notice_collect(const char *id, void *arg)
+{
+	struct notice_list *l = arg;
+
+	ck_assert_uint_lt(l->n, 4);
+	snprintf(l->id[l->n++], sizeof(l->id[0]), "%s", id);
+	return 0;
+}
+
+START_TEST(test_notices)
+{
+	char err[256], *rcpt = NULL, *body = NULL, long_id[STORE_NOTICE_ID_MAX + 2];
+	const char *dsn = "From: MAILER-DAEMON\r\n\r\nbinary \x01\xff body\r\n";
+	struct notice_list l = {.n = 0};
+	uint8_t flags = 0;
+	size_t len = 0;
+
+	ck_assert_int_eq(store_write(st, notice_fn, (void *)dsn, err, sizeof(err)), 0);
+	ck_assert_int_eq(store_foreach_notice(st, notice_collect, &l), 0);
+	ck_assert_uint_eq(l.n, 2);
+	ck_assert_str_eq(l.id[0], "QID1.1");	/* in key order */
+	ck_assert_str_eq(l.id[1], "QID2.2");
+	ck_assert_int_eq(store_get_notice(st, "QID2.2", &rcpt, &flags, &body, &len), 0);
+	ck_assert_str_eq(rcpt, "a@example.org");
+	ck_assert_uint_eq(flags, 2);
+	ck_assert_uint_eq(len, strlen(dsn));
+	ck_assert_mem_eq(body, dsn, len);
+	free(rcpt);
+	free(body);
+	ck_assert_int_eq(store_get_notice(st, "QID1.1", &rcpt, &flags, &body, &len), 0);
+	ck_assert_str_eq(rcpt, "");
+	ck_assert_uint_eq(len, 0);
+	free(rcpt);
+	free(body);
+	ck_assert_int_eq(store_get_notice(st, "gone", &rcpt, &flags, &body, &len), 1);
+	ck_assert_int_eq(store_write(st, notice_del_fn, "QID1.1", err, sizeof(err)), 0);
+	l.n = 0;
+	ck_assert_int_eq(store_foreach_notice(st, notice_collect, &l), 0);
+	ck_assert_uint_eq(l.n, 1);
+	ck_assert_str_eq(l.id[0], "QID2.2");
+	/* an id longer than the limit is refused, not cut */
+	memset(long_id, 'x', sizeof(long_id) - 1);
+	long_id[sizeof(long_id) - 1] = '\0';
+	ck_assert_int_eq(store_write(st, notice_put_fn, long_id, err, sizeof(err)), -1);
+	long_id[STORE_NOTICE_ID_MAX] = '\0';	/* at the limit: kept */
+	ck_assert_int_eq(store_write(st, notice_put_fn, long_id, err, sizeof(err)), 0);
+	l.n = 0;
+	ck_assert_int_eq(store_foreach_notice(st, notice_collect, &l), 0);
+	ck_assert_uint_eq(l.n, 2);
+	ck_assert_uint_eq(count(), 0);		/* notices are not messages */
+}
+END_TEST
+
 struct msg_list {
 	char qid[4][QID_LEN + 1];
 	size_t nrcpt[4];
@@ -1241,6 +1325,7 @@ int main(void)
 	tcase_add_test(tc, test_long_peer);
 	tcase_add_test(tc, test_segments);
 	tcase_add_test(tc, test_meta);
+	tcase_add_test(tc, test_notices);
 	tcase_add_test(tc, test_foreach_count);
 	tcase_add_test(tc, test_write_fails);
 	tcase_add_test(tc, test_txn_reads);
