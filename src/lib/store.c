@@ -8,11 +8,14 @@
  *          by peer, then due time (a peer's name has no NUL; the key must
  *          fit LMDB's 511 octets, so the name at most SCHED_PEER_MAX)
  *   seg    id(be64)                 -> segment bookkeeping
- *   meta   name                     -> u64 (last queue id, next segment, ...)
+ *   meta   name                     -> u64 (last queue id, next segment,
+ *          layout version, ...)
  *   tls    peer/host/port/policy    -> sealed TLS session (opaque here)
  *   hist   time_us(be64) . qid . kind . idx(be32) -> history record (store_codec)
  *   hidx   (dupsort) 'q' qid -> hist key; 't' trace id (hex) -> qid;
  *          'm' Message-ID -> qid; 'r' recipient (lower case) -> qid
+ * Layout 1 keyed sched by next_us first; a read-write open rebuilds such a
+ * schedule from the recipient records (store_open).
  * History is written in the transaction of the state change it records
  * and pruned oldest first, a bounded number of records per call.
  * Big-endian keys sort numerically. Must never hold a read transaction
@@ -41,6 +44,7 @@
 #define STORE_KEY_MAX 511		/* LMDB's default limit on key length */
 #define SCHED_TAIL_LEN (1 + 8 + QID_LEN + 4)	/* a schedule key after the peer */
 #define SCHED_PEER_MAX (STORE_KEY_MAX - SCHED_TAIL_LEN)
+#define STORE_LAYOUT 2			/* meta "layout": sched keyed by peer first */
 #define HIST_KEY_LEN (8 + QID_LEN + 1 + 4)
 #define HIDX_KEY_MAX 400		/* LMDB keys: 511 octets at most */
 #define HIST_RECORD_MAX (1 << 17)
@@ -76,12 +80,16 @@ static uint64_t be_get(const unsigned char *p, size_t width)
 	return v;
 }
 
-/* store_open - open (creating if allowed) the queue environment in dir */
+static int layout_write(struct store_txn *t, void *arg);
+
+/* store_open - open (creating if allowed) the queue environment in dir;
+ * a read-write open brings an older layout up to date */
 struct store *store_open(const char *dir, int readonly, size_t mapsize, char *err, size_t errlen)
 {
 	struct store *st = xcalloc(1, sizeof(*st));
 	MDB_txn *txn = NULL;
 	MDB_envinfo info;
+	char why[256];
 	int rc;
 
 	pthread_rwlock_init(&st->resize, NULL);
@@ -119,6 +127,11 @@ struct store *store_open(const char *dir, int readonly, size_t mapsize, char *er
 		goto fail;
 	}
 	store_reader_check(st);
+	if (!readonly && store_write(st, layout_write, NULL, why, sizeof(why)) != 0) {
+		snprintf(err, errlen, "%s: cannot bring the queue tables to layout %d: %s", dir,
+			 STORE_LAYOUT, why);
+		goto fail;
+	}
 	return st;
 fail:
 	if (st->env)
@@ -419,6 +432,53 @@ int store_del_msg(struct store_txn *t, const char *qid)
 	if (rc != 0 && rc != MDB_NOTFOUND)
 		return rc;
 	return del(t, t->st->msg, qid, QID_LEN);
+}
+
+/* sched_rebuild - the schedule anew from the recipient records */
+static int sched_rebuild(struct store_txn *t)
+{
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int rc;
+
+	if ((rc = mdb_drop(t->txn, t->st->sched, 0)) != 0
+	    || (rc = mdb_cursor_open(t->txn, t->st->rcpt, &cur)) != 0)
+		return rc;
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		char qid[QID_LEN + 1];
+		struct q_rcpt r;
+
+		if (k.mv_size != RCPT_KEY_LEN || q_rcpt_decode(v.mv_data, v.mv_size, &r) != 0)
+			continue;
+		memcpy(qid, k.mv_data, QID_LEN);
+		qid[QID_LEN] = '\0';
+		rc = sched_op(t, 1, qid, &r);
+		q_rcpt_clear(&r);
+		if (rc != 0)
+			break;
+	}
+	mdb_cursor_close(cur);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* layout_write - bring the tables up to STORE_LAYOUT and record it there.
+ * Layout 1 (no "layout" in meta) keyed the schedule by due time first: it
+ * is rebuilt from the recipient records in this one transaction. A new
+ * store takes the same path, with nothing to rebuild. */
+static int layout_write(struct store_txn *t, void *arg)
+{
+	static const char name[] = "layout";
+	MDB_val k = {sizeof(name) - 1, (void *)name}, v;
+	int rc;
+
+	(void)arg;
+	rc = mdb_get(t->txn, t->st->meta, &k, &v);
+	if (rc == 0 && v.mv_size == 8 && be_get(v.mv_data, 8) >= STORE_LAYOUT)
+		return 0;
+	if ((rc != 0 && rc != MDB_NOTFOUND) || (rc = sched_rebuild(t)) != 0)
+		return rc;
+	return store_put_meta(t, name, STORE_LAYOUT);
 }
 
 /* seg_encode - a segment's bookkeeping as 13 octets */

@@ -4,9 +4,10 @@
  * Store: round trips of every field, deletion with recipients and
  * schedule entries, the schedule peer by peer in due order and moved on
  * update (to another time or peer), the peers listed once however many
- * entries each has, peer names too long for a key refused, segments,
- * meta counters, counts, read-only opening, failed writes. Each test has
- * its own environment in a mkdtemp() directory.
+ * entries each has, peer names too long for a key refused, an old
+ * layout rebuilt at open, segments, meta counters, counts, read-only
+ * opening, failed writes. Each test has its own environment in a
+ * mkdtemp() directory.
  *
  * Codec: decoders get hostile input (every truncation, wrong versions,
  * trailing octets, NUL inside strings, overlong lengths) and must reject
@@ -23,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include <lmdb.h>			/* only to write an old layout (layout1) */
 
 #include "store.h"
 #include "store_codec.h"
@@ -1072,6 +1075,96 @@ START_TEST(test_map_grows)
 }
 END_TEST
 
+/* layout1 - turn the closed store in qdir back into layout 1, as ternd
+ * wrote it before: the schedule keyed next_us . qid . idx with the peer
+ * as value, no "layout" in meta. LMDB directly: store.c has no way to
+ * write an old layout, and should not. */
+static void layout1(const struct due *e, size_t n)
+{
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi sched, meta;
+	MDB_val k = {6, (void *)"layout"};
+
+	ck_assert_int_eq(mdb_env_create(&env), 0);
+	ck_assert_int_eq(mdb_env_set_maxdbs(env, 16), 0);
+	ck_assert_int_eq(mdb_env_open(env, qdir, MDB_NOTLS, 0660), 0);
+	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	ck_assert_int_eq(mdb_dbi_open(txn, "sched", 0, &sched), 0);
+	ck_assert_int_eq(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+	ck_assert_int_eq(mdb_drop(txn, sched, 0), 0);
+	ck_assert_int_eq(mdb_del(txn, meta, &k, NULL), 0);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char key[8 + QID_LEN + 4];
+		MDB_val kv = {sizeof(key), key}, v = {strlen(e[i].peer), (void *)e[i].peer};
+
+		for (int b = 0; b < 8; b++)
+			key[b] = (unsigned char)(e[i].next >> (56 - 8 * b));
+		memcpy(key + 8, e[i].qid, QID_LEN);
+		for (int b = 0; b < 4; b++)
+			key[8 + QID_LEN + b] = (unsigned char)(e[i].idx >> (24 - 8 * b));
+		ck_assert_int_eq(mdb_put(txn, sched, &kv, &v, 0), 0);
+	}
+	ck_assert_int_eq(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+}
+
+/* layout_expect - the layout store_open recorded: 0 for none */
+static void layout_expect(uint64_t want)
+{
+	uint64_t v = 99;
+
+	ck_assert_int_eq(store_get_meta(st, "layout", &v), 0);
+	ck_assert_uint_eq(v, want);
+}
+
+/* A queue of layout 1 still serves a read-only open (ternq reads no
+ * schedule); the first read-write open rebuilds its schedule from the
+ * recipient records, once. */
+START_TEST(test_layout_migration)
+{
+	static const struct due old[] = {	/* put_three's, and a stale entry */
+		{50, QB, 2, "pb"}, {100, QC, 7, "pc"}, {200, QB, 0, "pb"}, {300, QA, 0, "pa"},
+		{300, QC, 1, "pc"}, {400, QC, 0, "pc"}, {500, QB, 1, "pb"}, {600, QA, 2, "pa2"},
+		{Q_NEXT_HELD, QA, 0, "pa"},
+	};
+	static const struct due want[] = {
+		{300, QA, 0, "pa"}, {600, QA, 2, "pa2"}, {200, QB, 0, "pb"}, {500, QB, 1, "pb"},
+		{100, QC, 7, "pc"}, {300, QC, 1, "pc"}, {400, QC, 0, "pc"},
+	};
+	struct msg_list l = {.n = 0};
+	char err[512] = "";
+
+	put_three();
+	layout_expect(2);			/* a new store is of the current layout */
+	store_close(&st);
+	layout1(old, N_ELEMENTS(old));
+
+	st = store_open(qdir, 1, 0, err, sizeof(err));
+	ck_assert_msg(st != NULL, "read-only open of layout 1: %s", err);
+	layout_expect(0);			/* left as it was */
+	ck_assert_uint_eq(count(), 3);
+	ck_assert_int_eq(store_foreach(st, msg_collect, &l), 0);
+	ck_assert_uint_eq(l.n, 3);
+	rcpts_expect(QA, ra, N_ELEMENTS(ra));
+	rcpts_expect(QB, rb, N_ELEMENTS(rb));
+	due_expect(UINT64_MAX, NULL, 0);	/* old keys: passed over */
+	peer_expect("pa", UINT64_MAX, NULL, 0);
+	store_close(&st);
+
+	for (int round = 0; round < 2; round++) {	/* the second open finds it done */
+		st = store_open(qdir, 0, 0, err, sizeof(err));
+		ck_assert_msg(st != NULL, "read-write open of layout 1: %s", err);
+		layout_expect(2);
+		due_expect(UINT64_MAX, want, N_ELEMENTS(want));
+		rcpts_expect(QC, rc_, N_ELEMENTS(rc_));
+		store_close(&st);
+	}
+	st = store_open(qdir, 0, 0, err, sizeof(err));
+	ck_assert_msg(st != NULL, "%s", err);
+}
+END_TEST
+
 START_TEST(test_open_fails)
 {
 	char err[512] = "", path[4300];
@@ -1434,6 +1527,7 @@ int main(void)
 	tcase_add_test(tc, test_txn_reads);
 	tcase_add_test(tc, test_readonly);
 	tcase_add_test(tc, test_reopen);
+	tcase_add_test(tc, test_layout_migration);
 	tcase_add_test(tc, test_open_fails);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
