@@ -90,12 +90,10 @@ int queue_op_write(struct store_txn *txn, void *arg)
 		/* Held mail is parked in the schedule, so nothing looks at it;
 		 * released mail is due at once. */
 		for (size_t i = 0; i < n && rc == 0; i++) {
-			uint64_t old = rcpts[i].next_us;
-
 			if (rcpts[i].state != RCPT_QUEUED && rcpts[i].state != RCPT_DEFERRED)
 				continue;
 			rcpts[i].next_us = a->op == QOP_HOLD ? Q_NEXT_HELD : a->now_us;
-			rc = store_put_rcpt(txn, a->qid, &rcpts[i], old);
+			rc = store_put_rcpt(txn, a->qid, &rcpts[i]);
 		}
 		break;
 	case QOP_DELETE:
@@ -103,12 +101,10 @@ int queue_op_write(struct store_txn *txn, void *arg)
 		break;
 	case QOP_RETRY:
 		for (size_t i = 0; i < n && rc == 0; i++) {
-			uint64_t old = rcpts[i].next_us;
-
 			if (rcpts[i].state != RCPT_QUEUED && rcpts[i].state != RCPT_DEFERRED)
 				continue;
 			rcpts[i].next_us = a->now_us;
-			rc = store_put_rcpt(txn, a->qid, &rcpts[i], old);
+			rc = store_put_rcpt(txn, a->qid, &rcpts[i]);
 		}
 		break;
 	}

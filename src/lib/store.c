@@ -4,9 +4,12 @@
  * Databases in one environment (STATE_DIR/queue):
  *   msg    qid                      -> message record (store_codec)
  *   rcpt   qid . idx(be32)          -> recipient record
- *   sched  next_us(be64) . qid . idx -> peer name: live recipients by due time
+ *   sched  peer . '\0' . next_us(be64) . qid . idx -> "": live recipients
+ *          by peer, then due time (a peer's name has no NUL; the key must
+ *          fit LMDB's 511 octets, so the name at most SCHED_PEER_MAX)
  *   seg    id(be64)                 -> segment bookkeeping
- *   meta   name                     -> u64 (last queue id, next segment, ...)
+ *   meta   name                     -> u64 (last queue id, next segment,
+ *          layout version, ...)
  *   tls    peer/host/port/policy    -> sealed TLS session (opaque here)
  *   hist   time_us(be64) . qid . kind . idx(be32) -> history record (store_codec)
  *   hidx   (dupsort) 'q' qid -> hist key; 't' trace id (hex) -> qid;
@@ -14,6 +17,8 @@
  *   notice id -> flags(1) . rcpt len(be16) . rcpt . body: a non-delivery
  *          notification written with the bounce it reports, until it is
  *          queued as a message (read-write opens only)
+ * Layout 1 keyed sched by next_us first; a read-write open rebuilds such a
+ * schedule from the recipient records (store_open).
  * History is written in the transaction of the state change it records
  * and pruned oldest first, a bounded number of records per call.
  * Big-endian keys sort numerically. Must never hold a read transaction
@@ -39,7 +44,10 @@
 #define STORE_MAP_MAX (1ULL << 40)
 #define STORE_FOREACH_BATCH 512	/* messages read per read transaction */
 #define RCPT_KEY_LEN (QID_LEN + 4)
-#define SCHED_KEY_LEN (8 + QID_LEN + 4)
+#define STORE_KEY_MAX 511		/* LMDB's default limit on key length */
+#define SCHED_TAIL_LEN (1 + 8 + QID_LEN + 4)	/* a schedule key after the peer */
+#define SCHED_PEER_MAX (STORE_KEY_MAX - SCHED_TAIL_LEN)
+#define STORE_LAYOUT 2			/* meta "layout": sched keyed by peer first */
 #define HIST_KEY_LEN (8 + QID_LEN + 1 + 4)
 #define HIDX_KEY_MAX 400		/* LMDB keys: 511 octets at most */
 #define HIST_RECORD_MAX (1 << 17)
@@ -75,12 +83,16 @@ static uint64_t be_get(const unsigned char *p, size_t width)
 	return v;
 }
 
-/* store_open - open (creating if allowed) the queue environment in dir */
+static int layout_write(struct store_txn *t, void *arg);
+
+/* store_open - open (creating if allowed) the queue environment in dir;
+ * a read-write open brings an older layout up to date */
 struct store *store_open(const char *dir, int readonly, size_t mapsize, char *err, size_t errlen)
 {
 	struct store *st = xcalloc(1, sizeof(*st));
 	MDB_txn *txn = NULL;
 	MDB_envinfo info;
+	char why[256];
 	int rc;
 
 	pthread_rwlock_init(&st->resize, NULL);
@@ -119,6 +131,11 @@ struct store *store_open(const char *dir, int readonly, size_t mapsize, char *er
 		goto fail;
 	}
 	store_reader_check(st);
+	if (!readonly && store_write(st, layout_write, NULL, why, sizeof(why)) != 0) {
+		snprintf(err, errlen, "%s: cannot bring the queue tables to layout %d: %s", dir,
+			 STORE_LAYOUT, why);
+		goto fail;
+	}
 	return st;
 fail:
 	if (st->env)
@@ -250,12 +267,31 @@ static void rcpt_key(unsigned char key[RCPT_KEY_LEN], const char *qid, uint32_t 
 	be_put(key + QID_LEN, idx, 4);
 }
 
-/* sched_key - next_us . qid . idx */
-static void sched_key(unsigned char key[SCHED_KEY_LEN], uint64_t next_us, const char *qid, uint32_t idx)
+/* sched_key - peer . '\0' . next_us . qid . idx; its length, or 0 when
+ * the peer's name is too long for an LMDB key (never cut: two peers
+ * would share entries) */
+static size_t sched_key(unsigned char key[STORE_KEY_MAX], const char *peer, uint64_t next_us,
+			const char *qid, uint32_t idx)
 {
-	be_put(key, next_us, 8);
-	memcpy(key + 8, qid, QID_LEN);
-	be_put(key + 8 + QID_LEN, idx, 4);
+	size_t n = strlen(peer);
+
+	if (n > SCHED_PEER_MAX)
+		return 0;
+	memcpy(key, peer, n + 1);
+	be_put(key + n + 1, next_us, 8);
+	memcpy(key + n + 9, qid, QID_LEN);
+	be_put(key + n + 9 + QID_LEN, idx, 4);
+	return n + SCHED_TAIL_LEN;
+}
+
+/* sched_peer_len - the length of the peer name a schedule key starts
+ * with; -1 if the key is not of this layout */
+static int sched_peer_len(const MDB_val *k)
+{
+	const unsigned char *nul = memchr(k->mv_data, '\0', k->mv_size);
+	size_t n = nul ? (size_t)(nul - (const unsigned char *)k->mv_data) : 0;
+
+	return nul && n <= SCHED_PEER_MAX && k->mv_size == n + SCHED_TAIL_LEN ? (int)n : -1;
 }
 
 /* store_put_msg - replace a message record */
@@ -319,34 +355,58 @@ static int live(uint8_t state)
 	return state == RCPT_QUEUED || state == RCPT_DEFERRED;
 }
 
-/* store_put_rcpt - add or replace a recipient, keeping the schedule in step */
-int store_put_rcpt(struct store_txn *t, const char *qid, const struct q_rcpt *r, uint64_t old_next_us)
+/* sched_op - add (or delete) the schedule entry of a recipient record:
+ * none unless it is live; EINVAL if its key cannot be made */
+static int sched_op(struct store_txn *t, int add, const char *qid, const struct q_rcpt *r)
 {
-	unsigned char buf[STORE_RECORD_MAX], key[RCPT_KEY_LEN], skey[SCHED_KEY_LEN];
+	unsigned char key[STORE_KEY_MAX];
+	size_t n;
+
+	if (!live(r->state))
+		return 0;
+	if ((n = sched_key(key, r->peer, r->next_us, qid, r->idx)) == 0)
+		return EINVAL;
+	return add ? put(t, t->st->sched, key, n, "", 0) : del(t, t->st->sched, key, n);
+}
+
+/* unsched_stored - delete the schedule entry of the record stored under
+ * key, if any (one that does not decode has none: store_del_msg agrees) */
+static int unsched_stored(struct store_txn *t, const char *qid, unsigned char key[RCPT_KEY_LEN])
+{
+	MDB_val k = {RCPT_KEY_LEN, key}, v;
+	struct q_rcpt old;
+	int rc;
+
+	if ((rc = mdb_get(t->txn, t->st->rcpt, &k, &v)) != 0)
+		return rc == MDB_NOTFOUND ? 0 : rc;
+	if (q_rcpt_decode(v.mv_data, v.mv_size, &old) != 0)
+		return 0;
+	rc = sched_op(t, 0, qid, &old);
+	q_rcpt_clear(&old);
+	return rc;
+}
+
+/* store_put_rcpt - add or replace a recipient, moving its schedule entry
+ * from where the record it replaces had it (another time, another peer) */
+int store_put_rcpt(struct store_txn *t, const char *qid, const struct q_rcpt *r)
+{
+	unsigned char buf[STORE_RECORD_MAX], key[RCPT_KEY_LEN];
 	size_t n = q_rcpt_encode(r, buf, sizeof(buf));
 	int rc;
 
 	if (n == 0)
 		return EINVAL;
 	rcpt_key(key, qid, r->idx);
-	if ((rc = put(t, t->st->rcpt, key, sizeof(key), buf, n)) != 0)
+	if ((rc = unsched_stored(t, qid, key)) != 0
+	    || (rc = put(t, t->st->rcpt, key, sizeof(key), buf, n)) != 0)
 		return rc;
-	if (old_next_us) {
-		sched_key(skey, old_next_us, qid, r->idx);
-		if ((rc = del(t, t->st->sched, skey, sizeof(skey))) != 0)
-			return rc;
-	}
-	if (live(r->state)) {
-		sched_key(skey, r->next_us, qid, r->idx);
-		rc = put(t, t->st->sched, skey, sizeof(skey), r->peer, strlen(r->peer));
-	}
-	return rc;
+	return sched_op(t, 1, qid, r);
 }
 
 /* store_del_msg - remove a message, its recipients and their schedule entries */
 int store_del_msg(struct store_txn *t, const char *qid)
 {
-	unsigned char key[RCPT_KEY_LEN], skey[SCHED_KEY_LEN];
+	unsigned char key[RCPT_KEY_LEN];
 	MDB_cursor *cur;
 	MDB_val k, v;
 	int rc;
@@ -361,14 +421,10 @@ int store_del_msg(struct store_txn *t, const char *qid)
 		struct q_rcpt r;
 
 		if (q_rcpt_decode(v.mv_data, v.mv_size, &r) == 0) {
-			if (live(r.state)) {
-				sched_key(skey, r.next_us, qid, r.idx);
-				if ((rc = del(t, t->st->sched, skey, sizeof(skey))) != 0) {
-					q_rcpt_clear(&r);
-					break;
-				}
-			}
+			rc = sched_op(t, 0, qid, &r);
 			q_rcpt_clear(&r);
+			if (rc != 0)
+				break;
 		}
 		if ((rc = mdb_cursor_del(cur, 0)) != 0)
 			break;
@@ -381,6 +437,53 @@ int store_del_msg(struct store_txn *t, const char *qid)
 	if (rc != 0 && rc != MDB_NOTFOUND)
 		return rc;
 	return del(t, t->st->msg, qid, QID_LEN);
+}
+
+/* sched_rebuild - the schedule anew from the recipient records */
+static int sched_rebuild(struct store_txn *t)
+{
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int rc;
+
+	if ((rc = mdb_drop(t->txn, t->st->sched, 0)) != 0
+	    || (rc = mdb_cursor_open(t->txn, t->st->rcpt, &cur)) != 0)
+		return rc;
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		char qid[QID_LEN + 1];
+		struct q_rcpt r;
+
+		if (k.mv_size != RCPT_KEY_LEN || q_rcpt_decode(v.mv_data, v.mv_size, &r) != 0)
+			continue;
+		memcpy(qid, k.mv_data, QID_LEN);
+		qid[QID_LEN] = '\0';
+		rc = sched_op(t, 1, qid, &r);
+		q_rcpt_clear(&r);
+		if (rc != 0)
+			break;
+	}
+	mdb_cursor_close(cur);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* layout_write - bring the tables up to STORE_LAYOUT and record it there.
+ * Layout 1 (no "layout" in meta) keyed the schedule by due time first: it
+ * is rebuilt from the recipient records in this one transaction. A new
+ * store takes the same path, with nothing to rebuild. */
+static int layout_write(struct store_txn *t, void *arg)
+{
+	static const char name[] = "layout";
+	MDB_val k = {sizeof(name) - 1, (void *)name}, v;
+	int rc;
+
+	(void)arg;
+	rc = mdb_get(t->txn, t->st->meta, &k, &v);
+	if (rc == 0 && v.mv_size == 8 && be_get(v.mv_data, 8) >= STORE_LAYOUT)
+		return 0;
+	if ((rc != 0 && rc != MDB_NOTFOUND) || (rc = sched_rebuild(t)) != 0)
+		return rc;
+	return store_put_meta(t, name, STORE_LAYOUT);
 }
 
 /* seg_encode - a segment's bookkeeping as 13 octets */
@@ -767,32 +870,86 @@ int store_foreach_seg(struct store *st, store_seg_fn fn, void *arg)
 	return stop;
 }
 
-/* store_foreach_due - live recipients due by until_us, earliest first */
-int store_foreach_due(struct store *st, uint64_t until_us, store_due_fn fn, void *arg)
+/* next_sched_peer - the first peer in the schedule after peer (all of
+ * whose entries sort below peer . '\1'), or the first of all when after
+ * is 0: 0 found (in peer), 1 none left, -1 on error */
+static int next_sched_peer(struct store *st, int after, char peer[SCHED_PEER_MAX + 1])
 {
+	unsigned char key[SCHED_PEER_MAX + 1];
 	MDB_txn *txn;
 	MDB_cursor *cur;
-	MDB_val k, v;
-	int rc, stop = 0;
+	MDB_val k = {0, key}, v;
+	int rc, n = -1;
 
 	if (read_cursor(st, st->sched, &txn, &cur) != 0)
 		return -1;
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && !stop;
+	if (after) {
+		k.mv_size = strlen(peer) + 1;
+		memcpy(key, peer, k.mv_size - 1);
+		key[k.mv_size - 1] = '\1';
+	}
+	for (rc = mdb_cursor_get(cur, &k, &v, after ? MDB_SET_RANGE : MDB_FIRST);
+	     rc == 0 && (n = sched_peer_len(&k)) < 0;	/* not of this layout: passed over */
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+		;
+	if (rc == 0) {
+		memcpy(peer, k.mv_data, (size_t)n);
+		peer[n] = '\0';
+	}
+	mdb_cursor_close(cur);
+	read_end(st, txn);
+	return rc == 0 ? 0 : rc == MDB_NOTFOUND ? 1 : -1;
+}
+
+/* store_foreach_sched_peer - each peer with live recipients, once, in
+ * name order: one short lookup per peer, however many recipients each
+ * has, and no transaction held while fn runs (fn may read the store) */
+int store_foreach_sched_peer(struct store *st, store_peer_fn fn, void *arg)
+{
+	char peer[SCHED_PEER_MAX + 1];
+	int rc, stop = 0;
+
+	for (int after = 0; !stop; after = 1) {
+		if ((rc = next_sched_peer(st, after, peer)) != 0)
+			return rc < 0 ? -1 : 0;
+		stop = fn(peer, arg);
+	}
+	return stop;
+}
+
+/* store_foreach_due - peer's live recipients due by until_us, earliest
+ * first; fn's nonzero return stops the walk and is returned (-1 on error) */
+int store_foreach_due(struct store *st, const char *peer, uint64_t until_us,
+		      store_due_fn fn, void *arg)
+{
+	unsigned char key[STORE_KEY_MAX];
+	size_t plen = strlen(peer);
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_val k = {plen + 1, key}, v;
+	int rc, stop = 0;
+
+	if (plen > SCHED_PEER_MAX)
+		return 0;	/* no key can be made for it: it has no entries */
+	memcpy(key, peer, plen + 1);
+	if (read_cursor(st, st->sched, &txn, &cur) != 0)
+		return -1;
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0 && !stop;
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		const unsigned char *key = k.mv_data;
-		/* any peer store_put_rcpt could have written fits */
-		char qid[QID_LEN + 1], peer[STORE_RECORD_MAX];
+		const unsigned char *tail;
+		char qid[QID_LEN + 1];
 		uint64_t next;
 
-		if (k.mv_size != SCHED_KEY_LEN || v.mv_size >= sizeof(peer))
-			continue;
-		if ((next = be_get(key, 8)) > until_us)
+		if (k.mv_size < plen + 1 || memcmp(k.mv_data, key, plen + 1) != 0)
+			break;	/* the next peer's */
+		if (k.mv_size != plen + SCHED_TAIL_LEN)
+			continue;	/* not of this layout */
+		tail = (const unsigned char *)k.mv_data + plen + 1;
+		if ((next = be_get(tail, 8)) > until_us)
 			break;
-		memcpy(qid, key + 8, QID_LEN);
+		memcpy(qid, tail + 8, QID_LEN);
 		qid[QID_LEN] = '\0';
-		memcpy(peer, v.mv_data, v.mv_size);
-		peer[v.mv_size] = '\0';
-		stop = fn(next, qid, (uint32_t)be_get(key + 8 + QID_LEN, 4), peer, arg);
+		stop = fn(next, qid, (uint32_t)be_get(tail + 8 + QID_LEN, 4), arg);
 	}
 	mdb_cursor_close(cur);
 	read_end(st, txn);

@@ -42,8 +42,7 @@ int store_write(struct store *st, store_write_fn fn, void *arg, char *err, size_
 
 int store_put_msg(struct store_txn *txn, const struct q_msg *m);
 int store_add_msg(struct store_txn *txn, const struct q_msg *m);
-int store_put_rcpt(struct store_txn *txn, const char *qid, const struct q_rcpt *r,
-		   uint64_t old_next_us);
+int store_put_rcpt(struct store_txn *txn, const char *qid, const struct q_rcpt *r);
 int store_del_msg(struct store_txn *txn, const char *qid);
 int store_put_seg(struct store_txn *txn, const struct store_seg *seg);
 int store_del_seg(struct store_txn *txn, uint64_t id);
@@ -71,9 +70,12 @@ typedef int (*store_msg_fn)(const struct q_msg *m, const struct q_rcpt *rcpts,
 int store_foreach(struct store *st, store_msg_fn fn, void *arg);
 typedef int (*store_seg_fn)(const struct store_seg *seg, void *arg);
 int store_foreach_seg(struct store *st, store_seg_fn fn, void *arg);
-typedef int (*store_due_fn)(uint64_t next_us, const char *qid, uint32_t idx,
-			    const char *peer, void *arg);
-int store_foreach_due(struct store *st, uint64_t until_us, store_due_fn fn, void *arg);
+/* The schedule: live recipients by peer, then due time. */
+typedef int (*store_peer_fn)(const char *peer, void *arg);
+int store_foreach_sched_peer(struct store *st, store_peer_fn fn, void *arg);
+typedef int (*store_due_fn)(uint64_t next_us, const char *qid, uint32_t idx, void *arg);
+int store_foreach_due(struct store *st, const char *peer, uint64_t until_us,
+		      store_due_fn fn, void *arg);
 int store_count(struct store *st, uint64_t *messages);
 int store_get_notice(struct store *st, const char *id, char **rcpt, uint8_t *flags,
 		     char **body, size_t *len);

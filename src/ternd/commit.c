@@ -150,7 +150,7 @@ static int batch_write(struct store_txn *txn, void *arg)
 		if ((rc = store_add_msg(txn, j->msg)) != 0)
 			return rc;
 		for (size_t r = 0; r < j->nrcpts; r++)
-			if ((rc = store_put_rcpt(txn, j->msg->qid, &j->rcpts[r], 0)) != 0)
+			if ((rc = store_put_rcpt(txn, j->msg->qid, &j->rcpts[r])) != 0)
 				return rc;
 		if ((rc = hist_accept(txn, j)) != 0)
 			return rc;

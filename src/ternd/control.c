@@ -58,9 +58,8 @@ static void control_request(char *line, char *answer, size_t len)
 	}
 	queue_op_cleanup(ternd.spool, &a);
 	stats_queue(a.was, a.now);
-	if (a.op == QOP_DELETE) {
+	if (a.op == QOP_DELETE)
 		ternd.queued--;
-	}
 	log_info("%s: %s by ternq", a.qid, a.op == QOP_HOLD ? "held" : a.op == QOP_RELEASE
 		 ? "released" : a.op == QOP_DELETE ? "removed" : "scheduled for retry");
 	snprintf(answer, len, "ok");

@@ -1,9 +1,11 @@
 /*
  * relay - delivery of queued mail to relay peers.
  *
- * The scheduler thread reads the schedule index (recipients due now) and
- * hands (message, peer) jobs to the peer's delivery threads, at most
- * max_connections of them, each keeping its connection open between
+ * The scheduler thread reads the schedule index peer by peer (a peer
+ * without a host is passed over unread) and hands a relayed peer's
+ * messages due now, as (message, peer) jobs, to its delivery threads
+ * until its job queue is full. There are at most max_connections
+ * delivery threads per peer, each keeping its connection open between
  * messages. A delivery thread sends one transaction per message and
  * peer (MAIL, RCPT..., DATA or BDAT, pipelined when offered; with
  * PIPELINING the next waiting message's transaction goes out before the
@@ -81,7 +83,6 @@ struct peer_rt {
 	char (*busy)[QID_LEN + 1];	/* queued or being delivered: not again; a hash
 					 * set of BUSY_SLOTS, "" for a free slot */
 	size_t nbusy;
-	unsigned full_scan;		/* the scheduler's scan that found the ring full */
 	pthread_t *threads;
 	int nthreads;
 	/* circuit breaker (under lock) */
@@ -115,8 +116,6 @@ static int max_connections(const struct conf_peer *p);
 struct reroutes {
 	char qids[REROUTE_MAX][QID_LEN + 1];
 	size_t n;
-	unsigned scan;			/* this scan's number */
-	size_t npeers, nfull;		/* relayed peers, and those found full */
 };
 
 /* relay_kick - new mail is queued: look at the schedule now */
@@ -212,24 +211,43 @@ static void done(struct peer_rt *p, const char *qid)
 	pthread_mutex_unlock(&p->lock);
 }
 
-/* due - the scheduler's callback for each recipient due now */
-static int due(uint64_t next_us, const char *qid, uint32_t idx, const char *peer, void *arg)
+/* offer_due - a relayed peer's recipient due now: offer its message;
+ * stop at the first one the full ring cannot take */
+static int offer_due(uint64_t next_us, const char *qid, uint32_t idx, void *arg)
+{
+	(void)next_us;
+	(void)idx;
+	return !offer(arg, qid) || relay.stopping;
+}
+
+/* reroute_due - a due recipient of a peer a reload removed: note its
+ * message, once; stop when REROUTE_MAX are noted */
+static int reroute_due(uint64_t next_us, const char *qid, uint32_t idx, void *arg)
+{
+	struct reroutes *rr = arg;
+	size_t i;
+
+	(void)next_us;
+	(void)idx;
+	for (i = 0; i < rr->n && strcmp(rr->qids[i], qid) != 0; i++)
+		;
+	if (i == rr->n)
+		memcpy(rr->qids[rr->n++], qid, QID_LEN + 1);
+	return rr->n == REROUTE_MAX || relay.stopping;
+}
+
+/* sched_peer - one peer in the schedule: offer a relayed peer's due
+ * mail; pass over a peer without a host, whose mail stays queued,
+ * without reading it; collect the mail of a peer no longer configured */
+static int sched_peer(const char *peer, void *arg)
 {
 	struct peer_rt *p = find_rt(peer);
 	struct reroutes *rr = arg;
 
-	(void)next_us;
-	(void)idx;
-	if (p) {
-		/* Every peer's ring full: the rest of the scan could offer nothing. */
-		if (!offer(p, qid) && p->full_scan != rr->scan) {
-			p->full_scan = rr->scan;
-			if (++rr->nfull >= rr->npeers)
-				return 1;
-		}
-	} else if (conf_peer_find(ternd_conf(), peer) == NULL && rr->n < REROUTE_MAX
-		 && (rr->n == 0 || strcmp(rr->qids[rr->n - 1], qid) != 0))
-		memcpy(rr->qids[rr->n++], qid, QID_LEN + 1);	/* its peer was removed */
+	if (p)
+		store_foreach_due(ternd.store, peer, now_us(), offer_due, p);
+	else if (conf_peer_find(ternd_conf(), peer) == NULL && rr->n < REROUTE_MAX)
+		store_foreach_due(ternd.store, peer, now_us(), reroute_due, rr);
 	return relay.stopping;
 }
 
@@ -251,7 +269,6 @@ static int reroute_write(struct store_txn *txn, void *arg)
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		struct q_rcpt *r = &rcpts[i];
 		const char *to;
-		uint64_t old = r->next_us;
 
 		if ((r->state != RCPT_QUEUED && r->state != RCPT_DEFERRED)
 		    || conf_peer_find(conf, r->peer) != NULL)
@@ -266,7 +283,7 @@ static int reroute_write(struct store_txn *txn, void *arg)
 				    "matches: it waits", qid, r->addr, r->peer);
 			r->next_us = now_us() + (uint64_t)conf->ternd.min_backoff * 1000;
 		}
-		rc = store_put_rcpt(txn, qid, r, old);
+		rc = store_put_rcpt(txn, qid, r);
 	}
 	q_rcpts_free(&rcpts, n);
 	return rc;
@@ -283,12 +300,7 @@ static void *sched_main(void *arg)
 		struct timespec t;
 
 		rr.n = 0;
-		rr.nfull = 0;
-		rr.scan++;
-		pthread_rwlock_rdlock(&relay.peers_lock);
-		rr.npeers = relay.npeers;	/* removed ones included: never full, so no early stop */
-		pthread_rwlock_unlock(&relay.peers_lock);
-		store_foreach_due(ternd.store, now_us(), due, &rr);
+		store_foreach_sched_peer(ternd.store, sched_peer, &rr);
 		for (size_t i = 0; i < rr.n && !relay.stopping; i++) {
 			struct job job = {0};
 
@@ -431,7 +443,6 @@ static int apply_result(struct store_txn *txn, void *arg)
 
 		for (size_t k = 0; k < res->nrcpts; k++) {
 			struct q_rcpt *r = &res->rcpts[k];
-			uint64_t old = r->next_us;
 
 			if (r->idx != o->idx || (r->state != RCPT_QUEUED && r->state != RCPT_DEFERRED))
 				continue;
@@ -439,7 +450,7 @@ static int apply_result(struct store_txn *txn, void *arg)
 				r->next_us = res->wait_until;
 				free(r->reply);
 				r->reply = xstrdup(o->reply);
-				if ((rc = store_put_rcpt(txn, res->qid, r, old)) != 0)
+				if ((rc = store_put_rcpt(txn, res->qid, r)) != 0)
 					return rc;
 				continue;
 			}
@@ -470,7 +481,7 @@ static int apply_result(struct store_txn *txn, void *arg)
 			o->bounced = r->state == RCPT_BOUNCED;
 			if (r->state != RCPT_DEFERRED && res->msg.nlive > 0)
 				res->msg.nlive--;
-			if ((rc = store_put_rcpt(txn, res->qid, r, old)) != 0
+			if ((rc = store_put_rcpt(txn, res->qid, r)) != 0
 			    || (rc = hist_attempt(txn, res, o, r)) != 0)
 				return rc;
 		}

@@ -85,7 +85,7 @@ static int put_fn(struct store_txn *t, void *arg)
 	if ((rc = store_put_msg(t, m)) != 0)
 		return rc;
 	for (size_t i = 0; i < N_ELEMENTS(rcpts); i++)
-		if ((rc = store_put_rcpt(t, m->qid, &rcpts[i], 0)) != 0)
+		if ((rc = store_put_rcpt(t, m->qid, &rcpts[i])) != 0)
 			return rc;
 	return 0;
 }
@@ -196,11 +196,11 @@ struct due_list {
 	size_t n;
 };
 
-static int due_fn(uint64_t next_us, const char *qid, uint32_t idx, const char *peer, void *arg)
+/* due_fn - collect a peer's schedule entries */
+static int due_fn(uint64_t next_us, const char *qid, uint32_t idx, void *arg)
 {
 	struct due_list *l = arg;
 
-	(void)peer;
 	ck_assert_uint_lt(l->n, N_ELEMENTS(l->e));
 	l->e[l->n].next = next_us;
 	memcpy(l->e[l->n].qid, qid, QID_LEN + 1);
@@ -209,12 +209,20 @@ static int due_fn(uint64_t next_us, const char *qid, uint32_t idx, const char *p
 	return 0;
 }
 
-/* due_expect - the whole schedule is exactly these entries, in order */
+/* peer_fn - collect every entry of a peer in the schedule */
+static int peer_fn(const char *peer, void *arg)
+{
+	ck_assert_int_eq(store_foreach_due(st, peer, UINT64_MAX, due_fn, arg), 0);
+	return 0;
+}
+
+/* due_expect - the whole schedule is exactly these entries, in order:
+ * peer0's (recipient 0), then peer1's (recipient 2), each by time */
 static void due_expect(const struct due *want, size_t n)
 {
 	struct due_list l = {.n = 0};
 
-	ck_assert_int_eq(store_foreach_due(st, UINT64_MAX, due_fn, &l), 0);
+	ck_assert_int_eq(store_foreach_sched_peer(st, peer_fn, &l), 0);
 	ck_assert_uint_eq(l.n, n);
 	for (size_t i = 0; i < n; i++) {
 		ck_assert_uint_eq(l.e[i].next, want[i].next);
@@ -257,7 +265,7 @@ START_TEST(test_hold_release)
 	}
 	{
 		static const struct due held_due[] = {
-			{1000, QB, 0}, {5000, QB, 2}, {Q_NEXT_HELD, QA, 0}, {Q_NEXT_HELD, QA, 2},
+			{1000, QB, 0}, {Q_NEXT_HELD, QA, 0}, {5000, QB, 2}, {Q_NEXT_HELD, QA, 2},
 		};
 
 		due_expect(held_due, N_ELEMENTS(held_due));
@@ -275,7 +283,7 @@ START_TEST(test_hold_release)
 	/* released: due at once (the release time) */
 	{
 		static const struct due want_due[] = {
-			{1000, QB, 0}, {5000, QB, 2}, {7000, QA, 0}, {7000, QA, 2},
+			{1000, QB, 0}, {7000, QA, 0}, {5000, QB, 2}, {7000, QA, 2},
 		};
 
 		due_expect(want_due, N_ELEMENTS(want_due));
@@ -402,7 +410,7 @@ END_TEST
 START_TEST(test_retry)
 {
 	static const struct due want[] = {
-		{300, QA, 0}, {300, QA, 2}, {1000, QB, 0}, {5000, QB, 2},
+		{300, QA, 0}, {1000, QB, 0}, {300, QA, 2}, {5000, QB, 2},
 	};
 	struct queue_op_arg a;
 	struct q_msg m;

@@ -2,9 +2,12 @@
  * check_store - the LMDB queue store and its record codec.
  *
  * Store: round trips of every field, deletion with recipients and
- * schedule entries, the schedule in due order and moved on update,
- * segments, meta counters, counts, read-only opening, failed writes.
- * Each test has its own environment in a mkdtemp() directory.
+ * schedule entries, the schedule peer by peer in due order and moved on
+ * update (to another time or peer), the peers listed once however many
+ * entries each has, peer names too long for a key refused, an old
+ * layout rebuilt at open, segments, meta counters, counts, read-only
+ * opening, failed writes. Each test has its own environment in a
+ * mkdtemp() directory.
  *
  * Codec: decoders get hostile input (every truncation, wrong versions,
  * trailing octets, NUL inside strings, overlong lengths) and must reject
@@ -21,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include <lmdb.h>			/* only to write an old layout (layout1) */
 
 #include "store.h"
 #include "store_codec.h"
@@ -125,7 +130,7 @@ struct put_arg {
 	int calls;
 };
 
-/* put_fn - write a message and its recipients (new: no old schedule) */
+/* put_fn - write a message and its recipients */
 static int put_fn(struct store_txn *t, void *arg)
 {
 	struct put_arg *a = arg;
@@ -135,7 +140,7 @@ static int put_fn(struct store_txn *t, void *arg)
 	if ((rc = store_put_msg(t, a->m)) != 0)
 		return rc;
 	for (size_t i = 0; i < a->n; i++)
-		if ((rc = store_put_rcpt(t, a->m->qid, &a->r[i], 0)) != 0)
+		if ((rc = store_put_rcpt(t, a->m->qid, &a->r[i])) != 0)
 			return rc;
 	return 0;
 }
@@ -164,7 +169,7 @@ static void del(const char *qid)
 	ck_assert_msg(store_write(st, del_fn, (void *)qid, err, sizeof(err)) == 0, "%s", err);
 }
 
-/* one schedule entry as store_foreach_due reports it */
+/* one schedule entry as store_foreach_due reports it, and its peer */
 struct due {
 	uint64_t next;
 	char qid[QID_LEN + 1];
@@ -176,10 +181,12 @@ struct due_list {
 	struct due e[64];
 	size_t n;
 	size_t stop_after;		/* 0: never stop */
+	const char *peer;		/* whose entries are walked */
+	uint64_t until;
 };
 
 /* due_fn - collect schedule entries */
-static int due_fn(uint64_t next_us, const char *qid, uint32_t idx, const char *peer, void *arg)
+static int due_fn(uint64_t next_us, const char *qid, uint32_t idx, void *arg)
 {
 	struct due_list *l = arg;
 
@@ -188,25 +195,80 @@ static int due_fn(uint64_t next_us, const char *qid, uint32_t idx, const char *p
 	ck_assert_uint_eq(strlen(qid), QID_LEN);
 	memcpy(l->e[l->n].qid, qid, QID_LEN + 1);
 	l->e[l->n].idx = idx;
-	ck_assert_uint_lt(strlen(peer), sizeof(l->e[0].peer));
-	strcpy(l->e[l->n].peer, peer);
+	ck_assert_uint_lt(strlen(l->peer), sizeof(l->e[0].peer));
+	strcpy(l->e[l->n].peer, l->peer);
 	l->n++;
 	return l->stop_after && l->n == l->stop_after ? 42 : 0;
 }
 
-/* due_expect - the schedule up to until_us is exactly these entries, in order */
+/* peer_fn - collect a listed peer's entries due by l->until */
+static int peer_fn(const char *peer, void *arg)
+{
+	struct due_list *l = arg;
+
+	l->peer = peer;
+	ck_assert_int_eq(store_foreach_due(st, peer, l->until, due_fn, l), 0);
+	return 0;
+}
+
+/* due_check - the entries collected are exactly these, in order */
+static void due_check(const struct due_list *l, const struct due *want, size_t n)
+{
+	ck_assert_uint_eq(l->n, n);
+	for (size_t i = 0; i < n; i++) {
+		ck_assert_uint_eq(l->e[i].next, want[i].next);
+		ck_assert_str_eq(l->e[i].qid, want[i].qid);
+		ck_assert_uint_eq(l->e[i].idx, want[i].idx);
+		ck_assert_str_eq(l->e[i].peer, want[i].peer);
+	}
+}
+
+/* due_expect - the schedule up to until_us is exactly these entries:
+ * the peers in name order, each one's entries in time order */
 static void due_expect(uint64_t until_us, const struct due *want, size_t n)
 {
-	struct due_list l = {.n = 0};
+	struct due_list l = {.n = 0, .until = until_us};
 
-	ck_assert_int_eq(store_foreach_due(st, until_us, due_fn, &l), 0);
-	ck_assert_uint_eq(l.n, n);
-	for (size_t i = 0; i < n; i++) {
-		ck_assert_uint_eq(l.e[i].next, want[i].next);
-		ck_assert_str_eq(l.e[i].qid, want[i].qid);
-		ck_assert_uint_eq(l.e[i].idx, want[i].idx);
-		ck_assert_str_eq(l.e[i].peer, want[i].peer);
-	}
+	ck_assert_int_eq(store_foreach_sched_peer(st, peer_fn, &l), 0);
+	due_check(&l, want, n);
+}
+
+/* peer_expect - one peer's entries up to until_us are exactly these */
+static void peer_expect(const char *peer, uint64_t until_us, const struct due *want, size_t n)
+{
+	struct due_list l = {.n = 0, .peer = peer};
+
+	ck_assert_int_eq(store_foreach_due(st, peer, until_us, due_fn, &l), 0);
+	due_check(&l, want, n);
+}
+
+/* the peers store_foreach_sched_peer lists */
+struct peers {
+	char name[8][512];
+	size_t n;
+	size_t stop_after;		/* 0: never stop */
+};
+
+/* peers_fn - collect the peers listed */
+static int peers_fn(const char *peer, void *arg)
+{
+	struct peers *p = arg;
+
+	ck_assert_uint_lt(p->n, N_ELEMENTS(p->name));
+	ck_assert_uint_lt(strlen(peer), sizeof(p->name[0]));
+	strcpy(p->name[p->n++], peer);
+	return p->stop_after && p->n == p->stop_after ? 7 : 0;
+}
+
+/* peers_expect - the schedule has entries for exactly these peers */
+static void peers_expect(const char *const *want, size_t n)
+{
+	struct peers p = {.n = 0};
+
+	ck_assert_int_eq(store_foreach_sched_peer(st, peers_fn, &p), 0);
+	ck_assert_uint_eq(p.n, n);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_str_eq(p.name[i], want[i]);
 }
 
 /* count - store_count, asserted to succeed */
@@ -327,30 +389,50 @@ static void rcpts_expect(const char *qid, const struct q_rcpt *want, size_t nwan
 START_TEST(test_schedule_order)
 {
 	static const struct due all[] = {
-		{100, QC, 7, "pc"}, {200, QB, 0, "pb"}, {300, QA, 0, "pa"}, {300, QC, 1, "pc"},
-		{400, QC, 0, "pc"}, {500, QB, 1, "pb"}, {600, QA, 2, "pa2"},
+		{300, QA, 0, "pa"}, {600, QA, 2, "pa2"}, {200, QB, 0, "pb"}, {500, QB, 1, "pb"},
+		{100, QC, 7, "pc"}, {300, QC, 1, "pc"}, {400, QC, 0, "pc"},
 	};
-	struct due_list l = {.n = 0, .stop_after = 3};
+	static const struct due by300[] = {
+		{300, QA, 0, "pa"}, {200, QB, 0, "pb"}, {100, QC, 7, "pc"}, {300, QC, 1, "pc"},
+	};
+	static const char *const peers[] = {"pa", "pa2", "pb", "pc"};
+	const struct due *pc = &all[4];
+	struct due_list l = {.n = 0, .stop_after = 2, .peer = "pc"};
+	struct peers p = {.n = 0, .stop_after = 2};
 
 	put_three();
 	ck_assert_uint_eq(count(), 3);
 	due_expect(UINT64_MAX, all, N_ELEMENTS(all));
-	due_expect(300, all, 4);		/* until is inclusive */
-	due_expect(299, all, 2);
-	due_expect(99, all, 0);
+	due_expect(300, by300, N_ELEMENTS(by300));
+	/* one peer's: only its own, in time order, up to until (inclusive) */
+	peer_expect("pc", UINT64_MAX, pc, 3);
+	peer_expect("pc", 400, pc, 3);
+	peer_expect("pc", 300, pc, 2);
+	peer_expect("pc", 299, pc, 1);
+	peer_expect("pc", 99, pc, 0);
+	peer_expect("pa", UINT64_MAX, &all[0], 1);	/* not pa2's */
+	peer_expect("pa2", 599, NULL, 0);
+	/* no entries: a prefix of a peer's name, or one sorting between */
+	peer_expect("p", UINT64_MAX, NULL, 0);
+	peer_expect("pa2x", UINT64_MAX, NULL, 0);
+	peer_expect("", UINT64_MAX, NULL, 0);
+	peers_expect(peers, N_ELEMENTS(peers));
 	/* a callback's nonzero return stops the walk and is returned */
-	ck_assert_int_eq(store_foreach_due(st, UINT64_MAX, due_fn, &l), 42);
-	ck_assert_uint_eq(l.n, 3);
+	ck_assert_int_eq(store_foreach_due(st, "pc", UINT64_MAX, due_fn, &l), 42);
+	ck_assert_uint_eq(l.n, 2);
+	ck_assert_int_eq(store_foreach_sched_peer(st, peers_fn, &p), 7);
+	ck_assert_uint_eq(p.n, 2);
 }
 END_TEST
 
 START_TEST(test_del_msg)
 {
 	static const struct due without_b[] = {
-		{100, QC, 7, "pc"}, {300, QA, 0, "pa"}, {300, QC, 1, "pc"},
-		{400, QC, 0, "pc"}, {600, QA, 2, "pa2"},
+		{300, QA, 0, "pa"}, {600, QA, 2, "pa2"}, {100, QC, 7, "pc"},
+		{300, QC, 1, "pc"}, {400, QC, 0, "pc"},
 	};
 	static const struct due only_a[] = {{300, QA, 0, "pa"}, {600, QA, 2, "pa2"}};
+	static const char *const peers[] = {"pa", "pa2", "pc"};
 	struct q_msg m;
 
 	put_three();
@@ -360,6 +442,8 @@ START_TEST(test_del_msg)
 	rcpts_expect(QA, ra, N_ELEMENTS(ra));	/* neighbours untouched */
 	rcpts_expect(QC, rc_, N_ELEMENTS(rc_));
 	due_expect(UINT64_MAX, without_b, N_ELEMENTS(without_b));
+	peer_expect("pb", UINT64_MAX, NULL, 0);
+	peers_expect(peers, N_ELEMENTS(peers));	/* pb had only QB's */
 
 	del(QC);				/* the last records of the tables */
 	ck_assert_int_eq(store_get(st, QC, &m, NULL, NULL), 1);
@@ -370,6 +454,7 @@ START_TEST(test_del_msg)
 	del(QA);				/* the only one */
 	ck_assert_uint_eq(count(), 0);
 	due_expect(UINT64_MAX, NULL, 0);
+	peers_expect(NULL, 0);
 
 	/* recipients of a deleted message do not come back with a new record */
 	msg_init(&m, QA, 9);
@@ -381,8 +466,8 @@ END_TEST
 START_TEST(test_del_first)
 {
 	static const struct due want[] = {
-		{100, QC, 7, "pc"}, {200, QB, 0, "pb"}, {300, QC, 1, "pc"},
-		{400, QC, 0, "pc"}, {500, QB, 1, "pb"},
+		{200, QB, 0, "pb"}, {500, QB, 1, "pb"}, {100, QC, 7, "pc"},
+		{300, QC, 1, "pc"}, {400, QC, 0, "pc"},
 	};
 
 	put_three();
@@ -433,15 +518,22 @@ END_TEST
 struct rcpt_arg {
 	const char *qid;
 	struct q_rcpt r;
-	uint64_t old;
 };
 
-/* rcpt_fn - store_put_rcpt with an old due time */
+/* rcpt_fn - store_put_rcpt over the recipient's stored record */
 static int rcpt_fn(struct store_txn *t, void *arg)
 {
 	struct rcpt_arg *a = arg;
 
-	return store_put_rcpt(t, a->qid, &a->r, a->old);
+	return store_put_rcpt(t, a->qid, &a->r);
+}
+
+/* rcpt_put - write one recipient, asserting success */
+static void rcpt_put(struct rcpt_arg *a)
+{
+	char err[256] = "";
+
+	ck_assert_msg(store_write(st, rcpt_fn, a, err, sizeof(err)) == 0, "%s", err);
 }
 
 START_TEST(test_move_schedule)
@@ -450,9 +542,9 @@ START_TEST(test_move_schedule)
 		{0, RCPT_QUEUED, 0, 0, 500, "a@x", "", "p0", ""},
 		{1, RCPT_QUEUED, 0, 0, 500, "b@x", "", "p1", ""},
 	};
+	static const char *const p1_p9[] = {"p1", "p9"};
 	struct q_msg m;
-	struct rcpt_arg a = {QA, {0, RCPT_DEFERRED, 0, 1, 200, "a@x", "", "p0", "451 x"}, 500};
-	char err[256];
+	struct rcpt_arg a = {QA, {0, RCPT_DEFERRED, 0, 1, 200, "a@x", "", "p0", "451 x"}};
 
 	msg_init(&m, QA, 0);
 	put(&m, r, 2);
@@ -462,18 +554,29 @@ START_TEST(test_move_schedule)
 		due_expect(UINT64_MAX, want, 2);
 	}
 	/* deferred to an earlier time: the entry moves, none is left behind */
-	ck_assert_int_eq(store_write(st, rcpt_fn, &a, err, sizeof(err)), 0);
+	rcpt_put(&a);
 	{
 		static const struct due want[] = {{200, QA, 0, "p0"}, {500, QA, 1, "p1"}};
 
 		due_expect(UINT64_MAX, want, 2);
 	}
-	/* later, to a new peer */
-	a.r.next_us = 900;
+	/* routed to another peer, due at the same time (as reroute_write
+	 * does): the old peer no longer lists it, the new one does */
 	a.r.peer = "p9";
+	rcpt_put(&a);
+	{
+		static const struct due want[] = {{500, QA, 1, "p1"}, {200, QA, 0, "p9"}};
+
+		due_expect(UINT64_MAX, want, 2);
+		peer_expect("p0", UINT64_MAX, NULL, 0);
+		peer_expect("p9", UINT64_MAX, &want[1], 1);
+		peers_expect(p1_p9, 2);
+	}
+	/* later; written twice, one entry */
+	a.r.next_us = 900;
 	a.r.attempts = 2;
-	a.old = 200;
-	ck_assert_int_eq(store_write(st, rcpt_fn, &a, err, sizeof(err)), 0);
+	rcpt_put(&a);
+	rcpt_put(&a);
 	{
 		static const struct due want[] = {{500, QA, 1, "p1"}, {900, QA, 0, "p9"}};
 
@@ -482,8 +585,7 @@ START_TEST(test_move_schedule)
 	/* final: out of the schedule, the record kept */
 	a.r.state = RCPT_SENT;
 	a.r.reply = "250 ok";
-	a.old = 900;
-	ck_assert_int_eq(store_write(st, rcpt_fn, &a, err, sizeof(err)), 0);
+	rcpt_put(&a);
 	{
 		static const struct due want[] = {{500, QA, 1, "p1"}};
 		struct q_rcpt now[2];
@@ -493,23 +595,111 @@ START_TEST(test_move_schedule)
 		now[1] = r[1];
 		rcpts_expect(QA, now, 2);
 	}
+	/* a delete takes the entry from the peer the record names now */
+	a.r = (struct q_rcpt){1, RCPT_DEFERRED, 0, 1, 700, "b@x", "", "p2", "451 y"};
+	rcpt_put(&a);
+	{
+		static const struct due want[] = {{700, QA, 1, "p2"}};
+
+		due_expect(UINT64_MAX, want, 1);
+	}
+	del(QA);
+	due_expect(UINT64_MAX, NULL, 0);
+	peers_expect(NULL, 0);
 }
 END_TEST
 
-/* a live recipient is scheduled whatever the length of its peer's name */
+/* a live recipient is scheduled whatever the length of its peer's name,
+ * up to what an LMDB key holds (511 octets with the NUL, due time, queue
+ * id and index); a longer name is refused, never cut */
 START_TEST(test_long_peer)
 {
-	static char peer[300];
+	static char peer[511 - (1 + 8 + QID_LEN + 4) + 2];	/* the longest, one more, NUL */
+	const size_t max = sizeof(peer) - 2;
 	struct q_rcpt r = {0, RCPT_QUEUED, 0, 0, 10, "a@x", "", peer, ""};
-	struct due_list l = {.n = 0};
-	struct q_msg m;
+	struct due want = {10, QA, 0, ""};
+	struct q_msg m, got;
+	struct put_arg a;
+	char err[256] = "";
 
-	memset(peer, 'p', sizeof(peer) - 1);
+	memset(peer, 'p', max);
+	memcpy(want.peer, peer, max + 1);
 	msg_init(&m, QA, 0);
 	put(&m, &r, 1);
-	ck_assert_int_eq(store_foreach_due(st, UINT64_MAX, due_fn, &l), 0);
-	ck_assert_uint_eq(l.n, 1);
-	ck_assert_str_eq(l.e[0].peer, peer);
+	due_expect(UINT64_MAX, &want, 1);
+	peer_expect(peer, UINT64_MAX, &want, 1);
+
+	peer[max] = 'p';			/* one octet too long */
+	msg_init(&m, QB, 0);
+	a = (struct put_arg){&m, &r, 1, 0};
+	ck_assert_int_eq(store_write(st, put_fn, &a, err, sizeof(err)), -1);
+	ck_assert_str_eq(err, "queue database: Invalid argument");
+	ck_assert_int_eq(store_get(st, QB, &got, NULL, NULL), 1);	/* nothing of it */
+	peer_expect(peer, UINT64_MAX, NULL, 0);
+	due_expect(UINT64_MAX, &want, 1);
+	/* a final recipient has no schedule entry: its peer may be any length */
+	r.state = RCPT_SENT;
+	put(&m, &r, 1);
+	rcpts_expect(QB, &r, 1);
+}
+END_TEST
+
+/* a peer's due walk in bulk, counted */
+struct due_count {
+	size_t peer;			/* the walked peer's index */
+	size_t n;
+	uint64_t last;
+};
+
+/* count_fn - check and count a due entry: the walked peer's (recipient i
+ * of each message goes to peer i % 4), no earlier than the one before */
+static int count_fn(uint64_t next_us, const char *qid, uint32_t idx, void *arg)
+{
+	struct due_count *c = arg;
+
+	(void)qid;
+	ck_assert_uint_eq(idx % 4, c->peer);
+	ck_assert_uint_ge(next_us, c->last);
+	c->last = next_us;
+	c->n++;
+	return 0;
+}
+
+/* thousands of entries per peer over many LMDB pages: each peer listed
+ * once (by skipping past its entries), names that prefix others included */
+START_TEST(test_sched_peers_many)
+{
+	static const char *const peers[] = {"", "mx", "mx-2", "mx2"};
+	static const char *const qids[] = {QA, QB, QC};
+	static struct q_rcpt r[4000];
+	static char addr[4000][24];
+	const uint64_t until = 3500;
+	size_t total[4] = {0}, due_by[4] = {0};
+	struct q_msg m;
+
+	for (size_t i = 0; i < N_ELEMENTS(r); i++) {
+		snprintf(addr[i], sizeof(addr[i]), "u%zu@example.org", i);
+		r[i] = (struct q_rcpt){(uint32_t)i, i % 5 == 4 ? RCPT_SENT : RCPT_QUEUED, 0, 0,
+				       1000 + i * 7919 % 5000, addr[i], "", (char *)peers[i % 4], ""};
+		if (r[i].state == RCPT_QUEUED) {
+			total[i % 4] += N_ELEMENTS(qids);
+			due_by[i % 4] += r[i].next_us <= until ? N_ELEMENTS(qids) : 0;
+		}
+	}
+	for (size_t q = 0; q < N_ELEMENTS(qids); q++) {
+		msg_init(&m, qids[q], q);
+		put(&m, r, N_ELEMENTS(r));
+	}
+	peers_expect(peers, N_ELEMENTS(peers));
+	for (size_t p = 0; p < N_ELEMENTS(peers); p++) {
+		struct due_count all = {p, 0, 0}, some = {p, 0, 0};
+
+		ck_assert_int_eq(store_foreach_due(st, peers[p], UINT64_MAX, count_fn, &all), 0);
+		ck_assert_uint_eq(all.n, total[p]);
+		ck_assert_int_eq(store_foreach_due(st, peers[p], until, count_fn, &some), 0);
+		ck_assert_uint_eq(some.n, due_by[p]);
+		ck_assert_uint_lt(some.n, all.n);
+	}
 }
 END_TEST
 
@@ -840,7 +1030,7 @@ static int txn_fn(struct store_txn *t, void *arg)
 
 	msg_init(&m, QA, 0);
 	a->rc_before = store_txn_get_msg(t, QA, &tmp);
-	if ((rc = store_put_msg(t, &m)) != 0 || (rc = store_put_rcpt(t, QA, &r, 0)) != 0)
+	if ((rc = store_put_msg(t, &m)) != 0 || (rc = store_put_rcpt(t, QA, &r)) != 0)
 		return rc;
 	a->rc_after = store_txn_get_msg(t, QA, &a->m);
 	a->rc_missing = store_txn_get_msg(t, QB, &tmp);
@@ -966,6 +1156,96 @@ START_TEST(test_map_grows)
 		ck_assert_str_eq(got.qid, qid);
 		q_msg_clear(&got);
 	}
+}
+END_TEST
+
+/* layout1 - turn the closed store in qdir back into layout 1, as ternd
+ * wrote it before: the schedule keyed next_us . qid . idx with the peer
+ * as value, no "layout" in meta. LMDB directly: store.c has no way to
+ * write an old layout, and should not. */
+static void layout1(const struct due *e, size_t n)
+{
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi sched, meta;
+	MDB_val k = {6, (void *)"layout"};
+
+	ck_assert_int_eq(mdb_env_create(&env), 0);
+	ck_assert_int_eq(mdb_env_set_maxdbs(env, 16), 0);
+	ck_assert_int_eq(mdb_env_open(env, qdir, MDB_NOTLS, 0660), 0);
+	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	ck_assert_int_eq(mdb_dbi_open(txn, "sched", 0, &sched), 0);
+	ck_assert_int_eq(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+	ck_assert_int_eq(mdb_drop(txn, sched, 0), 0);
+	ck_assert_int_eq(mdb_del(txn, meta, &k, NULL), 0);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char key[8 + QID_LEN + 4];
+		MDB_val kv = {sizeof(key), key}, v = {strlen(e[i].peer), (void *)e[i].peer};
+
+		for (int b = 0; b < 8; b++)
+			key[b] = (unsigned char)(e[i].next >> (56 - 8 * b));
+		memcpy(key + 8, e[i].qid, QID_LEN);
+		for (int b = 0; b < 4; b++)
+			key[8 + QID_LEN + b] = (unsigned char)(e[i].idx >> (24 - 8 * b));
+		ck_assert_int_eq(mdb_put(txn, sched, &kv, &v, 0), 0);
+	}
+	ck_assert_int_eq(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+}
+
+/* layout_expect - the layout store_open recorded: 0 for none */
+static void layout_expect(uint64_t want)
+{
+	uint64_t v = 99;
+
+	ck_assert_int_eq(store_get_meta(st, "layout", &v), 0);
+	ck_assert_uint_eq(v, want);
+}
+
+/* A queue of layout 1 still serves a read-only open (ternq reads no
+ * schedule); the first read-write open rebuilds its schedule from the
+ * recipient records, once. */
+START_TEST(test_layout_migration)
+{
+	static const struct due old[] = {	/* put_three's, and a stale entry */
+		{50, QB, 2, "pb"}, {100, QC, 7, "pc"}, {200, QB, 0, "pb"}, {300, QA, 0, "pa"},
+		{300, QC, 1, "pc"}, {400, QC, 0, "pc"}, {500, QB, 1, "pb"}, {600, QA, 2, "pa2"},
+		{Q_NEXT_HELD, QA, 0, "pa"},
+	};
+	static const struct due want[] = {
+		{300, QA, 0, "pa"}, {600, QA, 2, "pa2"}, {200, QB, 0, "pb"}, {500, QB, 1, "pb"},
+		{100, QC, 7, "pc"}, {300, QC, 1, "pc"}, {400, QC, 0, "pc"},
+	};
+	struct msg_list l = {.n = 0};
+	char err[512] = "";
+
+	put_three();
+	layout_expect(2);			/* a new store is of the current layout */
+	store_close(&st);
+	layout1(old, N_ELEMENTS(old));
+
+	st = store_open(qdir, 1, 0, err, sizeof(err));
+	ck_assert_msg(st != NULL, "read-only open of layout 1: %s", err);
+	layout_expect(0);			/* left as it was */
+	ck_assert_uint_eq(count(), 3);
+	ck_assert_int_eq(store_foreach(st, msg_collect, &l), 0);
+	ck_assert_uint_eq(l.n, 3);
+	rcpts_expect(QA, ra, N_ELEMENTS(ra));
+	rcpts_expect(QB, rb, N_ELEMENTS(rb));
+	due_expect(UINT64_MAX, NULL, 0);	/* old keys: passed over */
+	peer_expect("pa", UINT64_MAX, NULL, 0);
+	store_close(&st);
+
+	for (int round = 0; round < 2; round++) {	/* the second open finds it done */
+		st = store_open(qdir, 0, 0, err, sizeof(err));
+		ck_assert_msg(st != NULL, "read-write open of layout 1: %s", err);
+		layout_expect(2);
+		due_expect(UINT64_MAX, want, N_ELEMENTS(want));
+		rcpts_expect(QC, rc_, N_ELEMENTS(rc_));
+		store_close(&st);
+	}
+	st = store_open(qdir, 0, 0, err, sizeof(err));
+	ck_assert_msg(st != NULL, "%s", err);
 }
 END_TEST
 
@@ -1323,6 +1603,7 @@ int main(void)
 	tcase_add_test(tc, test_del_many);
 	tcase_add_test(tc, test_move_schedule);
 	tcase_add_test(tc, test_long_peer);
+	tcase_add_test(tc, test_sched_peers_many);
 	tcase_add_test(tc, test_segments);
 	tcase_add_test(tc, test_meta);
 	tcase_add_test(tc, test_notices);
@@ -1331,6 +1612,7 @@ int main(void)
 	tcase_add_test(tc, test_txn_reads);
 	tcase_add_test(tc, test_readonly);
 	tcase_add_test(tc, test_reopen);
+	tcase_add_test(tc, test_layout_migration);
 	tcase_add_test(tc, test_open_fails);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
