@@ -173,9 +173,12 @@ say "sending $BURST messages to the front Postfix (smtp-source, 10 sessions)"
 start=$EPOCHREALTIME
 smtp-source -s 10 -m "$BURST" -l 4096 -f demo@example.org -t user@example.com \
 	-M demo.test "127.0.0.1:$FRONT_PORT" || die "smtp-source failed"
-# _arrived - the smarthost has discarded every message
+# _arrived - the smarthost has discarded every message, and ternd has
+# recorded each delivery (the smarthost may log one before ternd has read
+# its reply)
 _arrived() {
-	[ "$(grep -c 'postfix/discard\[.* status=sent ' "$D/smarthost/maillog")" -ge "$BURST" ]
+	[ "$(grep -c 'postfix/discard\[.* status=sent ' "$D/smarthost/maillog")" -ge "$BURST" ] &&
+		[ "$(grep -c ': to=<user@example\.com>, relay=.* status=sent ' "$D/ternd.log")" -ge "$BURST" ]
 }
 wait_until 300 _arrived || die "not every message reached the smarthost; see $D/*.log and */maillog"
 printf '%d messages: front Postfix -> tern-milter -> ternd -> smarthost in %.1f s\n' \
