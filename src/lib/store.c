@@ -956,18 +956,30 @@ int store_foreach_due(struct store *st, const char *peer, uint64_t until_us,
 	return stop;
 }
 
-/* store_count - how many messages are queued */
-int store_count(struct store *st, uint64_t *messages)
+/* count_entries - how many records a table holds */
+static int count_entries(struct store *st, MDB_dbi dbi, uint64_t *n)
 {
 	MDB_txn *txn;
 	MDB_stat s;
 
 	if (read_begin(st, &txn) != 0)
 		return -1;
-	mdb_stat(txn, st->msg, &s);
-	*messages = s.ms_entries;
+	mdb_stat(txn, dbi, &s);
+	*n = s.ms_entries;
 	read_end(st, txn);
 	return 0;
+}
+
+/* store_count - how many messages are queued */
+int store_count(struct store *st, uint64_t *messages)
+{
+	return count_entries(st, st->msg, messages);
+}
+
+/* store_count_notices - how many notifications wait to be queued */
+int store_count_notices(struct store *st, uint64_t *notices)
+{
+	return count_entries(st, st->notice, notices);
 }
 
 /* hidx_key - an index key: kind, then the value (lower case for 'r'), cut */

@@ -77,6 +77,7 @@ typedef int (*store_due_fn)(uint64_t next_us, const char *qid, uint32_t idx, voi
 int store_foreach_due(struct store *st, const char *peer, uint64_t until_us,
 		      store_due_fn fn, void *arg);
 int store_count(struct store *st, uint64_t *messages);
+int store_count_notices(struct store *st, uint64_t *notices);
 int store_get_notice(struct store *st, const char *id, char **rcpt, uint8_t *flags,
 		     char **body, size_t *len);
 typedef int (*store_notice_fn)(const char *id, void *arg);

@@ -7,7 +7,8 @@
  * counted once at startup (a scan of the queue, only when metrics_listen
  * is set) and then moved by every change of a message's state, so a
  * scrape never reads the queue; tern_queue_oldest_age_seconds is one
- * LMDB lookup (the oldest queue id) per scrape.
+ * LMDB lookup (the oldest queue id) per scrape, tern_notices_waiting one
+ * table count.
  */
 #include "config.h"
 
@@ -42,6 +43,17 @@ static double oldest_age(void *arg)
 		return 0;
 	t = qid_time_us(v);
 	return now > t ? (double)(now - t) / 1e6 : 0;
+}
+
+/* notices_waiting - notifications kept in the queue database, not yet
+ * queued as messages */
+static double notices_waiting(void *arg)
+{
+	uint64_t n = 0;
+
+	(void)arg;
+	store_count_notices(ternd.store, &n);
+	return (double)n;
 }
 
 /* count_one - startup: one message into tern_queue_messages */
@@ -81,6 +93,11 @@ void stats_init(const struct conf *conf)
 	stats.oldest = metric_new(METRIC_GAUGE, "tern_queue_oldest_age_seconds",
 				  "Age of the oldest message in the queue (0 when empty).", NULL, NULL, 0);
 	metric_gauge_fn(stats.oldest, oldest_age, NULL);
+	stats.notices = metric_new(METRIC_GAUGE, "tern_notices_waiting",
+				   "Non-delivery notifications written with their bounce and not "
+				   "yet queued (a storage error retries them after min_backoff).",
+				   NULL, NULL, 0);
+	metric_gauge_fn(stats.notices, notices_waiting, NULL);
 	stats.conns_opened = metric_new(METRIC_COUNTER, "tern_connections_opened_total",
 					"Connections opened to the peer (greeting, EHLO and TLS done).",
 					"peer", NULL, 0);

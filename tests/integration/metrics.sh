@@ -119,6 +119,7 @@ ternd_is 'tern_bytes_sent_total{peer="plain",method="copy"}' 0
 ternd_is 'tern_queue_messages{state="queued"}' 0
 ternd_is 'tern_queue_messages{state="deferred"}' 0
 ternd_is 'tern_queue_messages{state="hold"}' 1
+ternd_is 'tern_notices_waiting' 0
 # 8 acceptances, 7 delivery results and 1 hold went through the committer
 ternd_is 'tern_commit_batch_messages_sum' 16
 tap_is "tern_commit_seconds_count equals the batches" \

@@ -15,7 +15,7 @@ shim=${top_builddir:-$here/../..}/tests/fault/faultfs.so
 
 [ "$(id -u)" -eq 0 ] || tap_skip_all "must run as root (ternd drops privileges)"
 [ -f "$shim" ] || tap_skip_all "faultfs.so not built (make check builds it)"
-for cmd in swaks smtp-sink; do
+for cmd in swaks smtp-sink curl; do
 	command -v "$cmd" >/dev/null || tap_skip_all "$cmd not installed"
 done
 
@@ -34,7 +34,13 @@ TERND_PEERS=$(printf '%s\n' "[peer hard]" "host = [127.0.0.1]" "port = ${sink_po
 	"tls = none" "[peer dsn]" "host = [127.0.0.1]" "port = ${sink_port[dsn]}" "tls = none" \
 	"[routes]" "hard.test = hard" "* = dsn")
 export LD_PRELOAD=$shim ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
-ternd_setup "$top/t" "min_backoff = 1s" "max_backoff = 1s" || exit 1
+mport=$(free_port)
+ternd_setup "$top/t" "min_backoff = 1s" "max_backoff = 1s" "metrics_listen = 127.0.0.1:$mport" ||
+	exit 1
+# waiting - tern_notices_waiting from the metrics endpoint
+waiting() {
+	curl -s "http://127.0.0.1:$mport/metrics" | sed -n 's/^tern_notices_waiting //p'
+}
 
 # bounce_under_fault N - a message for bob@hard.test, deferred while hard is
 # down, then bounced by hard while spool writes fail (ENOSPC); prints its id
@@ -64,10 +70,12 @@ tap_is "1: no notification is queued while the fault lasts" \
 	"$(nlog ": $id1: sender non-delivery notification: ")" 0
 sleep 2
 tap_is "1: ... even after min_backoff" "$(nlog ": $id1: sender non-delivery notification: ")" 0
+tap_is "1: tern_notices_waiting shows it" "$(waiting)" 1
 : >"$FAULTFS_CONTROL"
 wait_until 10 _atleast 1 ": $id1: sender non-delivery notification: "
 dsn1=$(sed -nE "s/^.*: $id1: sender non-delivery notification: ($q)\$/\\1/p" "$TERND_LOG")
 tap_like "1: the fault cleared: the notification is queued" "$dsn1" "^$q\$"
+tap_is "1: tern_notices_waiting is 0 again" "$(waiting)" 0
 wait_until 10 _atleast 1 ": $dsn1: removed$"
 tap_is "1: ... and relayed to the sender's peer" \
 	"$(nlog ": $dsn1: to=<alice@example\\.org>, relay=127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\]:${sink_port[dsn]}, .*status=sent ")" 1
