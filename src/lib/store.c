@@ -59,6 +59,7 @@ struct store {
 	pthread_rwlock_t resize;	/* readers share; map growth is exclusive */
 	int unmapped;			/* under resize: a growth failed, LMDB has no map */
 	int readonly;
+	uint64_t rebuilt;		/* schedule entries store_open rebuilt */
 };
 
 struct store_txn {
@@ -143,6 +144,13 @@ fail:
 	pthread_rwlock_destroy(&st->resize);
 	free(st);
 	return NULL;
+}
+
+/* store_rebuilt - how many schedule entries store_open rebuilt from an
+ * older layout (0: none) */
+uint64_t store_rebuilt(const struct store *st)
+{
+	return st->rebuilt;
 }
 
 /* store_close - close the environment and clear the pointer */
@@ -446,6 +454,7 @@ static int sched_rebuild(struct store_txn *t)
 	MDB_val k, v;
 	int rc;
 
+	t->st->rebuilt = 0;	/* again from 0 if store_write retries */
 	if ((rc = mdb_drop(t->txn, t->st->sched, 0)) != 0
 	    || (rc = mdb_cursor_open(t->txn, t->st->rcpt, &cur)) != 0)
 		return rc;
@@ -458,7 +467,8 @@ static int sched_rebuild(struct store_txn *t)
 			continue;
 		memcpy(qid, k.mv_data, QID_LEN);
 		qid[QID_LEN] = '\0';
-		rc = sched_op(t, 1, qid, &r);
+		if ((rc = sched_op(t, 1, qid, &r)) == 0 && live(r.state))
+			t->st->rebuilt++;
 		q_rcpt_clear(&r);
 		if (rc != 0)
 			break;

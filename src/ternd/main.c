@@ -212,6 +212,9 @@ int main(int argc, char **argv)
 		snprintf(path, sizeof(path), "%s/queue", g->state_dir);
 		if ((ternd.store = store_open(path, 0, (size_t)ternd.conf->ternd.queue_map_size, err, sizeof(err))) == NULL)
 			log_fatal("%s", err);
+		if (store_rebuilt(ternd.store) > 0)
+			log_info("queue database: schedule rebuilt for the current layout (%llu "
+				 "recipients)", (unsigned long long)store_rebuilt(ternd.store));
 	}
 	if ((ternd.spool = spool_open(g->spool_dir, ternd.conf->ternd.segment_size, err,
 				      sizeof(err))) == NULL)

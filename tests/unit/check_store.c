@@ -1221,6 +1221,7 @@ START_TEST(test_layout_migration)
 
 	put_three();
 	layout_expect(2);			/* a new store is of the current layout */
+	ck_assert_uint_eq(store_rebuilt(st), 0);
 	store_close(&st);
 	layout1(old, N_ELEMENTS(old));
 
@@ -1240,6 +1241,8 @@ START_TEST(test_layout_migration)
 		st = store_open(qdir, 0, 0, err, sizeof(err));
 		ck_assert_msg(st != NULL, "read-write open of layout 1: %s", err);
 		layout_expect(2);
+		/* the seven live recipients the first time, none the second */
+		ck_assert_uint_eq(store_rebuilt(st), round == 0 ? N_ELEMENTS(want) : 0);
 		due_expect(UINT64_MAX, want, N_ELEMENTS(want));
 		rcpts_expect(QC, rc_, N_ELEMENTS(rc_));
 		store_close(&st);
