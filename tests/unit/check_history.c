@@ -16,7 +16,7 @@
 #include "store.h"
 #include "store_codec.h"
 #include "store_journal.h"
-#include "tmpdir.h"
+#include "tmpstore.h"
 #include "unit.h"
 
 #define QA "0000000000AAA"
@@ -154,17 +154,12 @@ START_TEST(test_journal_codec)
 }
 END_TEST
 
-static char dir[4096], qdir[4200];
+static char dir[4096];
 static struct store *st;
 
 static void setup(void)
 {
-	char err[512] = "";
-
-	tmpdir_make(dir, sizeof(dir));
-	snprintf(qdir, sizeof(qdir), "%s/queue", dir);
-	st = store_open(qdir, 0, 0, err, sizeof(err));
-	ck_assert_msg(st != NULL, "store_open: %s", err);
+	st = tmpstore_open(dir, sizeof(dir));
 }
 
 static void teardown(void)

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "queue_ops.h"
-#include "tmpdir.h"
+#include "tmpstore.h"
 #include "unit.h"
 
 #define QA "0000000000AAA"
@@ -31,10 +31,7 @@ static void setup(void)
 {
 	char err[512] = "", path[4200];
 
-	tmpdir_make(dir, sizeof(dir));
-	snprintf(path, sizeof(path), "%s/queue", dir);
-	st = store_open(path, 0, 0, err, sizeof(err));
-	ck_assert_msg(st != NULL, "store_open: %s", err);
+	st = tmpstore_open(dir, sizeof(dir));
 	snprintf(path, sizeof(path), "%s/spool", dir);
 	sp = spool_open(path, 1 << 20, err, sizeof(err));
 	ck_assert_msg(sp != NULL, "spool_open: %s", err);

@@ -14,7 +14,7 @@
 
 #include "report.h"
 #include "store.h"
-#include "tmpdir.h"
+#include "tmpstore.h"
 #include "unit.h"
 
 #define DAY0 1732838400ULL		/* 2024-11-29 00:00 UTC */
@@ -433,15 +433,11 @@ static int put_range(struct store_txn *t, void *arg)
 
 START_TEST(test_history_range)
 {
-	char dir[256], qdir[300], err[256];
-	struct store *st;
+	char dir[256], err[256];
+	struct store *st = tmpstore_open(dir, sizeof(dir));
 	struct report r;
 	const char *why;
 
-	tmpdir_make(dir, sizeof(dir));
-	snprintf(qdir, sizeof(qdir), "%s/queue", dir);
-	st = store_open(qdir, 0, 0, err, sizeof(err));
-	ck_assert_msg(st != NULL, "store_open: %s", err);
 	ck_assert_int_eq(store_write(st, put_range, NULL, err, sizeof(err)), 0);
 	/* [DAY0 + 100, DAY0 + 1300): 1200 messages, the ends exact */
 	ck_assert_int_eq(report_init(&r, US(DAY0 + 100), US(DAY0 + 1300), &why), 0);

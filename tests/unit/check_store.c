@@ -29,7 +29,7 @@
 
 #include "store.h"
 #include "store_codec.h"
-#include "tmpdir.h"
+#include "tmpstore.h"
 #include "unit.h"
 
 #define QA "0000000000AAA"
@@ -44,12 +44,8 @@ static struct store *st;
 /* setup - a fresh store in a private directory */
 static void setup(void)
 {
-	char err[512] = "";
-
-	tmpdir_make(dir, sizeof(dir));
-	snprintf(qdir, sizeof(qdir), "%s/queue", dir);
-	st = store_open(qdir, 0, 0, err, sizeof(err));
-	ck_assert_msg(st != NULL, "store_open: %s", err);
+	st = tmpstore_open(dir, sizeof(dir));
+	snprintf(qdir, sizeof(qdir), "%s/queue", dir);	/* for the tests that reopen it */
 }
 
 /* teardown - close the store and remove its directory */
