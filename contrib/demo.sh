@@ -41,7 +41,7 @@ say() {
 
 # die - an error, then exit 1 (what runs stays running; "stop" stops it)
 die() {
-	echo "demo: $*" >&2
+	printf 'demo: %s\n' "$@" >&2
 	exit 1
 }
 
@@ -160,8 +160,10 @@ sed 's/^/    /' "$D/tern.conf"
 say "starting tern-milter and ternd"
 start_daemon tern-milter "$milter" -f -c "$D/tern.conf"
 start_daemon ternd "$ternd" -f -c "$D/tern.conf"
-wait_for_port "$MILTER_PORT" 15 || die "tern-milter did not start; see $D/tern-milter.log"
-wait_for_file "$D/run/lmtp.sock" 15 || die "ternd did not start; see $D/ternd.log"
+wait_for_port "$MILTER_PORT" 15 ||
+	die "tern-milter did not start; $D/tern-milter.log says:" "$(tail -n 5 "$D/tern-milter.log")"
+wait_for_file "$D/run/lmtp.sock" 15 ||
+	die "ternd did not start; $D/ternd.log says:" "$(tail -n 5 "$D/ternd.log")"
 
 say "the front Postfix on 127.0.0.1:$FRONT_PORT: tern-milter, then LMTP to ternd"
 pf_create "$D/front" "$FRONT_PORT" || die "cannot create the front instance"

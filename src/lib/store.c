@@ -16,7 +16,8 @@
  *          'm' Message-ID -> qid; 'r' recipient (lower case) -> qid
  *   notice id -> flags(1) . rcpt len(be16) . rcpt . body: a non-delivery
  *          notification written with the bounce it reports, until it is
- *          queued as a message (read-write opens only)
+ *          queued as a message (a read-only open of an older queue may
+ *          find no such table: it reads as empty)
  * Layout 1 keyed sched by next_us first; a read-write open rebuilds such a
  * schedule from the recipient records (store_open).
  * History is written in the transaction of the state change it records
@@ -60,6 +61,7 @@ struct store {
 	int unmapped;			/* under resize: a growth failed, LMDB has no map */
 	int readonly;
 	uint64_t rebuilt;		/* schedule entries store_open rebuilt */
+	int no_notice;			/* read-only, and no notice table yet */
 };
 
 struct store_txn {
@@ -123,7 +125,9 @@ struct store *store_open(const char *dir, int readonly, size_t mapsize, char *er
 	    || (rc = mdb_dbi_open(txn, "hist", readonly ? 0 : MDB_CREATE, &st->hist)) != 0
 	    || (rc = mdb_dbi_open(txn, "hidx", readonly ? MDB_DUPSORT
 				  : MDB_CREATE | MDB_DUPSORT, &st->hidx)) != 0
-	    || (!readonly && (rc = mdb_dbi_open(txn, "notice", MDB_CREATE, &st->notice)) != 0)
+	    /* a queue written before the notice table: read-only, it reads as empty */
+	    || ((rc = mdb_dbi_open(txn, "notice", readonly ? 0 : MDB_CREATE, &st->notice)) != 0
+		&& !(st->no_notice = readonly && rc == MDB_NOTFOUND))
 	    || (rc = mdb_txn_commit(txn)) != 0) {
 		if (txn && rc != 0)
 			mdb_txn_abort(txn);
@@ -628,6 +632,8 @@ int store_get_notice(struct store *st, const char *id, char **rcpt, uint8_t *fla
 	size_t rlen;
 	int rc;
 
+	if (st->no_notice)
+		return 1;
 	if (read_begin(st, &txn) != 0)
 		return -1;
 	if ((rc = mdb_get(txn, st->notice, &k, &v)) != 0) {
@@ -635,8 +641,8 @@ int store_get_notice(struct store *st, const char *id, char **rcpt, uint8_t *fla
 		return rc == MDB_NOTFOUND ? 1 : -1;
 	}
 	p = v.mv_data;
-	rlen = v.mv_size >= 3 ? (size_t)be_get(p + 1, 2) : SIZE_MAX;
-	if (rlen > v.mv_size - 3) {
+	rlen = v.mv_size >= 3 ? (size_t)be_get(p + 1, 2) : 0;
+	if (v.mv_size < 3 || rlen > v.mv_size - 3) {
 		read_end(st, txn);
 		return 2;
 	}
@@ -658,6 +664,8 @@ int store_foreach_notice(struct store *st, store_notice_fn fn, void *arg)
 	MDB_val k, v;
 	int rc, stop = 0;
 
+	if (st->no_notice)
+		return 0;
 	if (read_cursor(st, st->notice, &txn, &cur) != 0)
 		return -1;
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && !stop;
@@ -989,7 +997,8 @@ int store_count(struct store *st, uint64_t *messages)
 /* store_count_notices - how many notifications wait to be queued */
 int store_count_notices(struct store *st, uint64_t *notices)
 {
-	return count_entries(st, st->notice, notices);
+	*notices = 0;
+	return st->no_notice ? 0 : count_entries(st, st->notice, notices);
 }
 
 /* hidx_key - an index key: kind, then the value (lower case for 'r'), cut */

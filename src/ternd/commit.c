@@ -69,8 +69,8 @@ int commit_submit(struct job *job)
 	ternd.tail = &job->next;
 	pthread_cond_signal(&ternd.work);
 	pthread_mutex_unlock(&ternd.lock);
-	while (sem_wait(&job->done) < 0)
-		;		/* EINTR */
+	while (sem_wait(&job->done) < 0 && errno == EINTR)
+		;
 	sem_destroy(&job->done);
 	return job->result;
 }

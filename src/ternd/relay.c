@@ -418,6 +418,18 @@ static int hist_attempt(struct store_txn *txn, const struct result *res,
 
 static int notice_put(struct store_txn *txn, struct result *res);
 
+/* rcpt_of - the loaded recipient with index idx, or NULL (the records
+ * come in index order, so it is usually at position idx) */
+static struct q_rcpt *rcpt_of(const struct result *res, uint32_t idx)
+{
+	if (idx < res->nrcpts && res->rcpts[idx].idx == idx)
+		return &res->rcpts[idx];
+	for (size_t k = 0; k < res->nrcpts; k++)
+		if (res->rcpts[k].idx == idx)
+			return &res->rcpts[k];
+	return NULL;
+}
+
 /* apply_result - record an attempt's outcome; remove a finished message */
 static int apply_result(struct store_txn *txn, void *arg)
 {
@@ -440,51 +452,48 @@ static int apply_result(struct store_txn *txn, void *arg)
 	expire = res->msg.arrival_us + (uint64_t)res->conf->ternd.max_queue_lifetime * 1000;
 	for (size_t i = 0; i < res->nout; i++) {
 		struct outcome *o = &res->out[i];
+		struct q_rcpt *r = rcpt_of(res, o->idx);
 
-		for (size_t k = 0; k < res->nrcpts; k++) {
-			struct q_rcpt *r = &res->rcpts[k];
-
-			if (r->idx != o->idx || (r->state != RCPT_QUEUED && r->state != RCPT_DEFERRED))
-				continue;
-			if (o->state == RCPT_WAIT) {
-				r->next_us = res->wait_until;
-				free(r->reply);
-				r->reply = xstrdup(o->reply);
-				if ((rc = store_put_rcpt(txn, res->qid, r)) != 0)
-					return rc;
-				continue;
-			}
-			r->attempts++;
-			r->state = o->state;
+		if (r == NULL || (r->state != RCPT_QUEUED && r->state != RCPT_DEFERRED))
+			continue;
+		if (o->state == RCPT_WAIT) {
+			r->next_us = res->wait_until;
 			free(r->reply);
 			r->reply = xstrdup(o->reply);
-			if (o->state == RCPT_DEFERRED) {
-				r->next_us = res->now + backoff_us(res->conf, r->attempts);
-				if (r->next_us > expire) {
-					if (res->now >= expire) {
-						char last[sizeof(o->reply)];
+			if ((rc = store_put_rcpt(txn, res->qid, r)) != 0)
+				return rc;
+			continue;
+		}
+		r->attempts++;
+		r->state = o->state;
+		free(r->reply);
+		r->reply = xstrdup(o->reply);
+		if (o->state == RCPT_DEFERRED) {
+			r->next_us = res->now + backoff_us(res->conf, r->attempts);
+			if (r->next_us > expire) {
+				if (res->now >= expire) {
+					char last[sizeof(o->reply)];
 
-						/* expired: bounced, with the last reason */
-						r->state = o->state = RCPT_BOUNCED;
-						o->expired = 1;
-						snprintf(o->esc, sizeof(o->esc), "4.4.7");
-						snprintf(last, sizeof(last), "%s", o->reply);
-						snprintf(o->reply, sizeof(o->reply),
-							 "message expired in the queue; last reason: %.900s", last);
-						free(r->reply);
-						r->reply = xstrdup(o->reply);
-					} else {
-						r->next_us = expire;
-					}
+					/* expired: bounced, with the last reason */
+					r->state = o->state = RCPT_BOUNCED;
+					o->expired = 1;
+					snprintf(o->esc, sizeof(o->esc), "4.4.7");
+					snprintf(last, sizeof(last), "%s", o->reply);
+					snprintf(o->reply, sizeof(o->reply),
+						 "message expired in the queue; last reason: %.900s", last);
+					free(r->reply);
+					r->reply = xstrdup(o->reply);
+				} else {
+					r->next_us = expire;
 				}
 			}
-			o->bounced = r->state == RCPT_BOUNCED;
-			if (r->state != RCPT_DEFERRED && res->msg.nlive > 0)
-				res->msg.nlive--;
-			if ((rc = store_put_rcpt(txn, res->qid, r)) != 0
-			    || (rc = hist_attempt(txn, res, o, r)) != 0)
-				return rc;
 		}
+		o->bounced = r->state == RCPT_BOUNCED;
+		if (r->state != RCPT_DEFERRED && res->msg.nlive > 0)
+			res->msg.nlive--;
+		if ((rc = store_put_rcpt(txn, res->qid, r)) != 0
+		    || (rc = hist_attempt(txn, res, o, r)) != 0)
+			return rc;
 	}
 	if ((rc = notice_put(txn, res)) != 0)
 		return rc;
@@ -524,22 +533,20 @@ static int notice_put(struct store_txn *txn, struct result *res)
 	dr = xcalloc(res->nout, sizeof(*dr));
 	for (size_t i = 0; i < res->nout; i++) {
 		const struct outcome *o = &res->out[i];
+		const struct q_rcpt *r = o->bounced ? rcpt_of(res, o->idx) : NULL;
 
-		for (size_t k = 0; k < res->nrcpts; k++) {
-			const struct q_rcpt *r = &res->rcpts[k];
-
-			if (r->idx != o->idx || !o->bounced)
-				continue;
-			if (r->notify && !(r->notify & NOTIFY_FAILURE))
-				continue;	/* NOTIFY=NEVER or without FAILURE */
-			dr[n].addr = r->addr;
-			dr[n].orcpt = r->orcpt[0] ? r->orcpt : NULL;
-			dr[n].status = o->esc[0] ? o->esc : "5.0.0";
-			dr[n].remote_mta = res->host;
-			dr[n].diagnostic = o->reply;
-			dr[n].last_attempt = (time_t)(res->now / 1000000);
-			n++;
-		}
+		if (r == NULL || (r->notify && !(r->notify & NOTIFY_FAILURE)))
+			continue;	/* not bounced now; NOTIFY=NEVER or without FAILURE */
+		if (n == 0)	/* unique: a message's recipients bounce once each */
+			snprintf(id, sizeof(id), "%s.%" PRIu64 ".%" PRIu32, res->msg.qid, res->now,
+				 r->idx);
+		dr[n].addr = r->addr;
+		dr[n].orcpt = r->orcpt[0] ? r->orcpt : NULL;
+		dr[n].status = o->esc[0] ? o->esc : "5.0.0";
+		dr[n].remote_mta = res->host;
+		dr[n].diagnostic = o->reply;
+		dr[n].last_attempt = (time_t)(res->now / 1000000);
+		n++;
 	}
 	if (n == 0) {
 		free(dr);
@@ -558,8 +565,6 @@ static int notice_put(struct store_txn *txn, struct result *res)
 		clen = got > 0 ? (size_t)got : 0;
 		close(fd);
 	}
-	/* unique per attempt: a message may bounce recipients more than once */
-	snprintf(id, sizeof(id), "%s.%" PRIu64, res->msg.qid, res->now);
 	dm.reporting_mta = ternd.hostname;
 	dm.unique_id = id;
 	dm.now = (time_t)(res->now / 1000000);

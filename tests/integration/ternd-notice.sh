@@ -65,6 +65,7 @@ tap_like "1: the message is bounced by hard" \
 tap_like "1: queueing the notification fails with the spool's error, and says when it retries" \
 	"$(grep -E ": $id1: cannot queue the non-delivery notification: " "$TERND_LOG" | head -1)" \
 	"No space left on device \\(next try in 1 s\\)$"
+wait_until 10 _atleast 1 ": $id1: removed$"
 tap_is "1: the bounced message has left the queue" "$(nlog ": $id1: removed$")" 1
 tap_is "1: no notification is queued while the fault lasts" \
 	"$(nlog ": $id1: sender non-delivery notification: ")" 0
@@ -89,6 +90,7 @@ tap_like "1: ... and returns the original's headers" "$(cat "${f:-/dev/null}")" 
 
 id2=$(bounce_under_fault 2)
 tap_like "2: a second message is bounced under the fault" "$id2" "^$q\$"
+wait_until 10 _atleast 1 ": $id2: removed$"
 tap_is "2: the bounced message has left the queue" "$(nlog ": $id2: removed$")" 1
 ternd_kill9
 : >"$FAULTFS_CONTROL"

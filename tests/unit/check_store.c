@@ -1189,6 +1189,102 @@ static void layout1(const struct due *e, size_t n)
 	mdb_env_close(env);
 }
 
+/* sched_entries - how many keys the closed store's schedule holds, of
+ * any layout (LMDB directly, as layout1) */
+static size_t sched_entries(void)
+{
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi sched;
+	MDB_stat s;
+
+	ck_assert_int_eq(mdb_env_create(&env), 0);
+	ck_assert_int_eq(mdb_env_set_maxdbs(env, 16), 0);
+	ck_assert_int_eq(mdb_env_open(env, qdir, MDB_NOTLS | MDB_RDONLY, 0660), 0);
+	ck_assert_int_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+	ck_assert_int_eq(mdb_dbi_open(txn, "sched", 0, &sched), 0);
+	ck_assert_int_eq(mdb_stat(txn, sched, &s), 0);
+	mdb_txn_abort(txn);
+	mdb_env_close(env);
+	return s.ms_entries;
+}
+
+/* raw_notice - in the closed store's notice table, put a raw value under
+ * id, or with val NULL delete the table, as in a queue written before it
+ * existed (LMDB directly, as layout1) */
+static void raw_notice(const char *id, const void *val, size_t len)
+{
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi notice;
+	MDB_val k = {strlen(id), (void *)id}, v = {len, (void *)val};
+
+	ck_assert_int_eq(mdb_env_create(&env), 0);
+	ck_assert_int_eq(mdb_env_set_maxdbs(env, 16), 0);
+	ck_assert_int_eq(mdb_env_open(env, qdir, MDB_NOTLS, 0660), 0);
+	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	ck_assert_int_eq(mdb_dbi_open(txn, "notice", 0, &notice), 0);
+	if (val == NULL)
+		ck_assert_int_eq(mdb_drop(txn, notice, 1), 0);
+	else
+		ck_assert_int_eq(mdb_put(txn, notice, &k, &v, 0), 0);
+	ck_assert_int_eq(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+}
+
+/* Malformed notice records are reported as such (2), never read past. */
+START_TEST(test_notice_malformed)
+{
+	static const unsigned char two[] = {0, 0}, longer[] = {0, 0, 9, 'a', 'b'};
+	char err[512] = "", *rcpt = NULL, *body = NULL;
+	uint8_t flags;
+	size_t len;
+
+	store_close(&st);
+	raw_notice("two", two, sizeof(two));
+	raw_notice("longer", longer, sizeof(longer));	/* rcpt length 9, 2 octets */
+	raw_notice("empty", "", 0);
+	st = store_open(qdir, 0, 0, err, sizeof(err));
+	ck_assert_msg(st != NULL, "%s", err);
+	ck_assert_int_eq(store_get_notice(st, "two", &rcpt, &flags, &body, &len), 2);
+	ck_assert_int_eq(store_get_notice(st, "longer", &rcpt, &flags, &body, &len), 2);
+	ck_assert_int_eq(store_get_notice(st, "empty", &rcpt, &flags, &body, &len), 2);
+	ck_assert_ptr_null(rcpt);
+	ck_assert_ptr_null(body);
+}
+END_TEST
+
+/* An older queue without the notice table opens read-only (ternq), and
+ * reads as one with no notifications; a read-write open creates it. */
+START_TEST(test_no_notice_table)
+{
+	struct notice_list l = {.n = 0};
+	char err[512] = "", *rcpt = NULL, *body = NULL;
+	uint8_t flags;
+	size_t len;
+	uint64_t n = 99;
+
+	ck_assert_int_eq(store_write(st, notice_fn, "x", err, sizeof(err)), 0);
+	store_close(&st);
+	raw_notice("", NULL, 0);
+	st = store_open(qdir, 1, 0, err, sizeof(err));
+	ck_assert_msg(st != NULL, "read-only open without a notice table: %s", err);
+	ck_assert_int_eq(store_count_notices(st, &n), 0);
+	ck_assert_uint_eq(n, 0);
+	ck_assert_int_eq(store_foreach_notice(st, notice_collect, &l), 0);
+	ck_assert_uint_eq(l.n, 0);
+	ck_assert_int_eq(store_get_notice(st, "QID2.2", &rcpt, &flags, &body, &len), 1);
+	store_close(&st);
+	st = store_open(qdir, 0, 0, err, sizeof(err));
+	ck_assert_msg(st != NULL, "read-write open: %s", err);
+	ck_assert_int_eq(store_count_notices(st, &n), 0);
+	ck_assert_uint_eq(n, 0);
+	ck_assert_int_eq(store_write(st, notice_fn, "x", err, sizeof(err)), 0);
+	ck_assert_int_eq(store_count_notices(st, &n), 0);
+	ck_assert_uint_eq(n, 2);
+}
+END_TEST
+
 /* layout_expect - the layout store_open recorded: 0 for none */
 static void layout_expect(uint64_t want)
 {
@@ -1242,6 +1338,8 @@ START_TEST(test_layout_migration)
 		due_expect(UINT64_MAX, want, N_ELEMENTS(want));
 		rcpts_expect(QC, rc_, N_ELEMENTS(rc_));
 		store_close(&st);
+		/* nothing of the old layout is left behind */
+		ck_assert_uint_eq(sched_entries(), N_ELEMENTS(want));
 	}
 	st = store_open(qdir, 0, 0, err, sizeof(err));
 	ck_assert_msg(st != NULL, "%s", err);
@@ -1610,6 +1708,8 @@ int main(void)
 	tcase_add_test(tc, test_write_fails);
 	tcase_add_test(tc, test_txn_reads);
 	tcase_add_test(tc, test_readonly);
+	tcase_add_test(tc, test_no_notice_table);
+	tcase_add_test(tc, test_notice_malformed);
 	tcase_add_test(tc, test_reopen);
 	tcase_add_test(tc, test_layout_migration);
 	tcase_add_test(tc, test_open_fails);
