@@ -87,6 +87,31 @@ int privs_daemonize(char *err, size_t errlen)
 	return 0;
 }
 
+/* make_owned - create dir already owned by uid:gid: made under another
+ * name, given away, then renamed into place unless dir exists by then, so
+ * that another daemon creating it at the same moment never sees it owned
+ * by root; -1 with errno (EEXIST: someone else made it) */
+static int make_owned(const char *dir, uid_t uid, gid_t gid, mode_t mode)
+{
+	char tmp[4096];
+	int e;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.new.%ld", dir, (long)getpid()) >= sizeof(tmp)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	rmdir(tmp);	/* left by a crash of a process with our pid, if empty */
+	if (mkdir(tmp, mode) < 0)
+		return -1;
+	if ((geteuid() != 0 || chown(tmp, uid, gid) == 0)
+	    && renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_NOREPLACE) == 0)
+		return 0;
+	e = errno;
+	rmdir(tmp);
+	errno = e;
+	return -1;
+}
+
 /* privs_own_dir - create dir for the daemon user (uid, gid), or check that
  * it owns it; a root-owned one is taken over when take_root is set (a
  * RUN_DIR made by a service manager); -1 with err otherwise */
@@ -95,13 +120,8 @@ int privs_own_dir(const char *dir, uid_t uid, gid_t gid, mode_t mode, int take_r
 {
 	struct stat st;
 
-	if (mkdir(dir, mode) == 0) {
-		if (geteuid() == 0 && chown(dir, uid, gid) < 0) {
-			snprintf(err, errlen, "%s: chown: %s", dir, strerror(errno));
-			return -1;
-		}
+	if (make_owned(dir, uid, gid, mode) == 0)
 		return 0;
-	}
 	if (errno != EEXIST) {
 		snprintf(err, errlen, "%s: cannot create: %s", dir, strerror(errno));
 		return -1;
