@@ -381,38 +381,33 @@ static int sched_op(struct store_txn *t, int add, const char *qid, const struct 
 	return add ? put(t, t->st->sched, key, n, "", 0) : del(t, t->st->sched, key, n);
 }
 
-/* unsched_stored - delete the schedule entry of the record stored under
- * key, if any (one that does not decode has none: store_del_msg agrees) */
-static int unsched_stored(struct store_txn *t, const char *qid, unsigned char key[RCPT_KEY_LEN])
-{
-	MDB_val k = {RCPT_KEY_LEN, key}, v;
-	struct q_rcpt old;
-	int rc;
-
-	if ((rc = mdb_get(t->txn, t->st->rcpt, &k, &v)) != 0)
-		return rc == MDB_NOTFOUND ? 0 : rc;
-	if (q_rcpt_decode(v.mv_data, v.mv_size, &old) != 0)
-		return 0;
-	rc = sched_op(t, 0, qid, &old);
-	q_rcpt_clear(&old);
-	return rc;
-}
-
 /* store_put_rcpt - add or replace a recipient, moving its schedule entry
- * from where the record it replaces had it (another time, another peer) */
+ * from where the record it replaces had it (another time, another peer).
+ * A new recipient (every one at acceptance) costs one lookup: the first
+ * put finds the record it would replace, if any */
 int store_put_rcpt(struct store_txn *t, const char *qid, const struct q_rcpt *r)
 {
 	unsigned char buf[STORE_RECORD_MAX], key[RCPT_KEY_LEN];
 	size_t n = q_rcpt_encode(r, buf, sizeof(buf));
+	MDB_val k = {sizeof(key), key}, v = {n, buf};
+	struct q_rcpt old;
 	int rc;
 
 	if (n == 0)
 		return EINVAL;
 	rcpt_key(key, qid, r->idx);
-	if ((rc = unsched_stored(t, qid, key)) != 0
-	    || (rc = put(t, t->st->rcpt, key, sizeof(key), buf, n)) != 0)
-		return rc;
-	return sched_op(t, 1, qid, r);
+	rc = mdb_put(t->txn, t->st->rcpt, &k, &v, MDB_NOOVERWRITE);
+	if (rc == MDB_KEYEXIST) {	/* v is the stored record now */
+		/* one that does not decode has no entry: store_del_msg agrees */
+		if (q_rcpt_decode(v.mv_data, v.mv_size, &old) == 0) {
+			rc = sched_op(t, 0, qid, &old);
+			q_rcpt_clear(&old);
+			if (rc != 0)
+				return rc;
+		}
+		rc = put(t, t->st->rcpt, key, sizeof(key), buf, n);
+	}
+	return rc != 0 ? rc : sched_op(t, 1, qid, r);
 }
 
 /* store_del_msg - remove a message, its recipients and their schedule entries */

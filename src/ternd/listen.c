@@ -130,7 +130,7 @@ static void *session_thread(void *arg)
 	ternd.sessions--;
 	c->l->sessions--;
 	free(c);
-	pthread_cond_broadcast(&ternd.done);
+	pthread_cond_broadcast(&ternd.ended);
 	pthread_mutex_unlock(&ternd.lock);
 	return NULL;
 }

@@ -35,7 +35,7 @@
 struct ternd ternd = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.work = PTHREAD_COND_INITIALIZER,
-	.done = PTHREAD_COND_INITIALIZER,
+	.ended = PTHREAD_COND_INITIALIZER,
 };
 
 /* Configurations replaced by SIGHUP stay allocated until exit: sessions
@@ -109,7 +109,7 @@ static int drain(void)
 	deadline.tv_sec += 10;
 	pthread_mutex_lock(&ternd.lock);
 	while (ternd.sessions > 0)
-		if (pthread_cond_timedwait(&ternd.done, &ternd.lock, &deadline) == ETIMEDOUT)
+		if (pthread_cond_timedwait(&ternd.ended, &ternd.lock, &deadline) == ETIMEDOUT)
 			break;
 	left = ternd.sessions;
 	if (left > 0)

@@ -520,16 +520,15 @@ static int notice_put(struct store_txn *txn, struct result *res)
 	struct dsn_msg dm = {0};
 	struct dsn_buf buf = {0};
 	char id[STORE_NOTICE_ID_MAX + 1], *content = NULL;
-	int flags, rc = 0;
+	int flags, rc = 0, any = 0;
 	size_t n = 0, clen = 0;
 	off_t off;
 	int fd;
 
-	for (size_t i = 0; i < res->nout && n == 0; i++)
-		n = res->out[i].bounced;
-	if (n == 0 || res->msg.sender[0] == '\0')
-		return 0;	/* nothing bounced, or to <>: never */
-	n = 0;
+	for (size_t i = 0; i < res->nout && !any; i++)
+		any = res->out[i].bounced;
+	if (!any || res->msg.sender[0] == '\0')
+		return 0;	/* nothing bounced (every attempt comes here), or to <>: never */
 	dr = xcalloc(res->nout, sizeof(*dr));
 	for (size_t i = 0; i < res->nout; i++) {
 		const struct outcome *o = &res->out[i];

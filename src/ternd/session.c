@@ -258,6 +258,7 @@ static void txn_reset(struct session *s)
 static int storage_ok(const struct conf *conf)
 {
 	struct statvfs fs;
+
 	if (ternd.queued >= (uint64_t)conf->ternd.max_queue_messages)
 		return 0;
 	if (statvfs(conf->global.spool_dir, &fs) == 0

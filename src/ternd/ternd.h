@@ -49,7 +49,7 @@ struct ternd {
 	const char *hostname;
 	/* committer queue */
 	pthread_mutex_t lock;
-	pthread_cond_t work, done;	/* done: a session ended */
+	pthread_cond_t work, ended;	/* ended: a session has ended */
 	struct job *head, **tail;
 	int stopping;
 	/* inbound sessions */
