@@ -1155,21 +1155,41 @@ START_TEST(test_map_grows)
 }
 END_TEST
 
+/* raw_begin - LMDB directly on the closed store in qdir (store.c has no
+ * way to write an old layout or a damaged record, and should not): a
+ * transaction, read-only or not; raw_end commits it and closes */
+static MDB_txn *raw_begin(unsigned flags)
+{
+	MDB_env *env;
+	MDB_txn *txn;
+
+	ck_assert_int_eq(mdb_env_create(&env), 0);
+	ck_assert_int_eq(mdb_env_set_maxdbs(env, 16), 0);
+	ck_assert_int_eq(mdb_env_open(env, qdir, MDB_NOTLS | flags, 0660), 0);
+	ck_assert_int_eq(mdb_txn_begin(env, NULL, flags, &txn), 0);
+	return txn;
+}
+
+/* raw_end - commit raw_begin's transaction and close its environment */
+static void raw_end(MDB_txn *txn)
+{
+	MDB_env *env = mdb_txn_env(txn);
+
+	ck_assert_int_eq(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+}
+
 /* layout1 - turn the closed store in qdir back into layout 1, as ternd
  * wrote it before: the schedule keyed next_us . qid . idx with the peer
  * as value, no "layout" in meta. LMDB directly: store.c has no way to
  * write an old layout, and should not. */
 static void layout1(const struct due *e, size_t n)
 {
-	MDB_env *env;
 	MDB_txn *txn;
 	MDB_dbi sched, meta;
 	MDB_val k = {6, (void *)"layout"};
 
-	ck_assert_int_eq(mdb_env_create(&env), 0);
-	ck_assert_int_eq(mdb_env_set_maxdbs(env, 16), 0);
-	ck_assert_int_eq(mdb_env_open(env, qdir, MDB_NOTLS, 0660), 0);
-	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	txn = raw_begin(0);
 	ck_assert_int_eq(mdb_dbi_open(txn, "sched", 0, &sched), 0);
 	ck_assert_int_eq(mdb_dbi_open(txn, "meta", 0, &meta), 0);
 	ck_assert_int_eq(mdb_drop(txn, sched, 0), 0);
@@ -1185,27 +1205,21 @@ static void layout1(const struct due *e, size_t n)
 			key[8 + QID_LEN + b] = (unsigned char)(e[i].idx >> (24 - 8 * b));
 		ck_assert_int_eq(mdb_put(txn, sched, &kv, &v, 0), 0);
 	}
-	ck_assert_int_eq(mdb_txn_commit(txn), 0);
-	mdb_env_close(env);
+	raw_end(txn);
 }
 
 /* sched_entries - how many keys the closed store's schedule holds, of
  * any layout (LMDB directly, as layout1) */
 static size_t sched_entries(void)
 {
-	MDB_env *env;
 	MDB_txn *txn;
 	MDB_dbi sched;
 	MDB_stat s;
 
-	ck_assert_int_eq(mdb_env_create(&env), 0);
-	ck_assert_int_eq(mdb_env_set_maxdbs(env, 16), 0);
-	ck_assert_int_eq(mdb_env_open(env, qdir, MDB_NOTLS | MDB_RDONLY, 0660), 0);
-	ck_assert_int_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+	txn = raw_begin(MDB_RDONLY);
 	ck_assert_int_eq(mdb_dbi_open(txn, "sched", 0, &sched), 0);
 	ck_assert_int_eq(mdb_stat(txn, sched, &s), 0);
-	mdb_txn_abort(txn);
-	mdb_env_close(env);
+	raw_end(txn);
 	return s.ms_entries;
 }
 
@@ -1214,22 +1228,17 @@ static size_t sched_entries(void)
  * existed (LMDB directly, as layout1) */
 static void raw_notice(const char *id, const void *val, size_t len)
 {
-	MDB_env *env;
 	MDB_txn *txn;
 	MDB_dbi notice;
 	MDB_val k = {strlen(id), (void *)id}, v = {len, (void *)val};
 
-	ck_assert_int_eq(mdb_env_create(&env), 0);
-	ck_assert_int_eq(mdb_env_set_maxdbs(env, 16), 0);
-	ck_assert_int_eq(mdb_env_open(env, qdir, MDB_NOTLS, 0660), 0);
-	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	txn = raw_begin(0);
 	ck_assert_int_eq(mdb_dbi_open(txn, "notice", 0, &notice), 0);
 	if (val == NULL)
 		ck_assert_int_eq(mdb_drop(txn, notice, 1), 0);
 	else
 		ck_assert_int_eq(mdb_put(txn, notice, &k, &v, 0), 0);
-	ck_assert_int_eq(mdb_txn_commit(txn), 0);
-	mdb_env_close(env);
+	raw_end(txn);
 }
 
 /* Malformed notice records are reported as such (2), never read past. */
