@@ -178,7 +178,7 @@ tap_is "csv totals: header and one row" "$(csvrows totals)" \
 	"from,to,received,recipients,bytes,sent,deferred,bounced,expired,delay_p50_ms,delay_p90_ms,delay_p99_ms|1"
 tap_is "csv totals: the counts" "$(tail -1 "$top/totals.csv" | cut -d, -f3,4,6-9)" "12,12,7,1,2,0"
 tap_is "csv hourly: one row per hour of the 24 h window (25 when it starts mid-hour)" \
-	"$(csvrows hourly | cut -d'|' -f2)" "$(($(date +%M%S) == 0 ? 24 : 25))"
+	"$(csvrows hourly | cut -d'|' -f2)" "$((10#$(date +%M%S) == 0 ? 24 : 25))"
 tap_is "csv peers: header and three peers" "$(csvrows peers)" \
 	"peer,sent,deferred,bounced,expired,transactions,reused,connections,tls_full,tls_resumed,connection_failures,handshake_failures,reuse_ratio,tls_resumption_ratio,delay_p50_ms,delay_p90_ms,delay_p99_ms|3"
 tap_is "csv domains: header and three domains" "$(csvrows domains)" \
