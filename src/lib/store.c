@@ -14,6 +14,7 @@
  *   hist   time_us(be64) . qid . kind . idx(be32) -> history record (store_codec)
  *   hidx   (dupsort) 'q' qid -> hist key; 't' trace id (hex) -> qid;
  *          'm' Message-ID -> qid; 'r' recipient (lower case) -> qid
+ *   hpend  hist key -> "": history records not in hidx yet
  *   notice id -> flags(1) . rcpt len(be16) . rcpt . body: a non-delivery
  *          notification written with the bounce it reports, until it is
  *          queued as a message (a read-only open of an older queue may
@@ -21,7 +22,16 @@
  * Layout 1 keyed sched by next_us first; a read-write open rebuilds such a
  * schedule from the recipient records (store_open).
  * History is written in the transaction of the state change it records
- * and pruned oldest first, a bounded number of records per call.
+ * and pruned oldest first, a bounded number of records per call. Its index
+ * is not: a record's hidx entries (about three random keys, so a leaf page
+ * each) would double the pages an acceptance writes. The record is noted
+ * in hpend, whose keys, like hist's, mostly append; store_hist_index moves
+ * pending records into hidx in batches, and lookups read the pending ones
+ * as well, so they find the same either way. hpend is keyed by the record
+ * rather than marked by a position in hist, because records do not arrive
+ * in time order (a delivery result is stamped before it is committed).
+ * A read-only open of a queue older than notice or hpend reads them as
+ * empty.
  * Big-endian keys sort numerically. Must never hold a read transaction
  * longer than one call, and never write outside store_write().
  */
@@ -55,13 +65,13 @@
 
 struct store {
 	MDB_env *env;
-	MDB_dbi msg, rcpt, sched, seg, meta, tls, hist, hidx, notice;
+	MDB_dbi msg, rcpt, sched, seg, meta, tls, hist, hidx, notice, hpend;
 	size_t mapsize;
 	pthread_rwlock_t resize;	/* readers share; map growth is exclusive */
 	int unmapped;			/* under resize: a growth failed, LMDB has no map */
 	int readonly;
 	uint64_t rebuilt;		/* schedule entries store_open rebuilt */
-	int no_notice;			/* read-only, and no notice table yet */
+	int no_notice, no_hpend;	/* read-only, and no such table yet */
 };
 
 struct store_txn {
@@ -87,6 +97,14 @@ static uint64_t be_get(const unsigned char *p, size_t width)
 }
 
 static int layout_write(struct store_txn *t, void *arg);
+
+/* newer_table - mdb_dbi_open's rc for a table that a read-only open of an
+ * older queue may not find: then 0, and *missing set */
+static int newer_table(int rc, int readonly, int *missing)
+{
+	*missing = readonly && rc == MDB_NOTFOUND;
+	return *missing ? 0 : rc;
+}
 
 /* store_open - open (creating if allowed) the queue environment in dir;
  * a read-write open brings an older layout up to date */
@@ -125,9 +143,10 @@ struct store *store_open(const char *dir, int readonly, size_t mapsize, char *er
 	    || (rc = mdb_dbi_open(txn, "hist", readonly ? 0 : MDB_CREATE, &st->hist)) != 0
 	    || (rc = mdb_dbi_open(txn, "hidx", readonly ? MDB_DUPSORT
 				  : MDB_CREATE | MDB_DUPSORT, &st->hidx)) != 0
-	    /* a queue written before the notice table: read-only, it reads as empty */
-	    || ((rc = mdb_dbi_open(txn, "notice", readonly ? 0 : MDB_CREATE, &st->notice)) != 0
-		&& !(st->no_notice = readonly && rc == MDB_NOTFOUND))
+	    || (rc = newer_table(mdb_dbi_open(txn, "notice", readonly ? 0 : MDB_CREATE,
+					      &st->notice), readonly, &st->no_notice)) != 0
+	    || (rc = newer_table(mdb_dbi_open(txn, "hpend", readonly ? 0 : MDB_CREATE,
+					      &st->hpend), readonly, &st->no_hpend)) != 0
 	    || (rc = mdb_txn_commit(txn)) != 0) {
 		if (txn && rc != 0)
 			mdb_txn_abort(txn);
@@ -1010,7 +1029,38 @@ static size_t hidx_key(unsigned char key[HIDX_KEY_MAX], char kind, const char *v
 	return n + 1;
 }
 
-/* hidx_op - add (or delete) one index entry */
+/* An index entry of a history record: kind, the value it is found by,
+ * and what the entry holds. */
+typedef int (*hidx_fn)(void *arg, char kind, const char *value, const void *data, size_t dlen);
+
+/* hist_entries - call fn for each index entry of h (hkey is its hist key);
+ * stops at fn's first non-zero return and returns it */
+static int hist_entries(const struct hist_rec *h, const unsigned char hkey[HIST_KEY_LEN],
+			hidx_fn fn, void *arg)
+{
+	char tid[2 * sizeof(h->trace_id) + 1];
+	int rc;
+
+	if ((rc = fn(arg, 'q', h->qid, hkey, HIST_KEY_LEN)) != 0 || h->kind != HIST_ACCEPT)
+		return rc;
+	sodium_bin2hex(tid, sizeof(tid), h->trace_id, sizeof(h->trace_id));
+	if ((rc = fn(arg, 't', tid, h->qid, QID_LEN)) != 0
+	    || (rc = fn(arg, 'm', h->msgid, h->qid, QID_LEN)) != 0)
+		return rc;
+	for (const char *p = h->rcpt; *p;) {
+		size_t n = strcspn(p, "\n");
+		char addr[HIDX_KEY_MAX];
+
+		snprintf(addr, sizeof(addr), "%.*s", (int)n, p);
+		if ((rc = fn(arg, 'r', addr, h->qid, QID_LEN)) != 0)
+			return rc;
+		p += n + (p[n] == '\n');
+	}
+	return 0;
+}
+
+/* hidx_add, hidx_del - one index entry into or out of hidx (arg: the
+ * store_txn); an entry already there, or already gone, is no error */
 static int hidx_op(struct store_txn *t, int add, char kind, const char *value,
 		   const void *data, size_t dlen)
 {
@@ -1027,32 +1077,18 @@ static int hidx_op(struct store_txn *t, int add, char kind, const char *value,
 	return rc == MDB_KEYEXIST || rc == MDB_NOTFOUND ? 0 : rc;
 }
 
-/* hist_index - the index entries of a record: added or deleted */
-static int hist_index(struct store_txn *t, int add, const struct hist_rec *h,
-		      const unsigned char hkey[HIST_KEY_LEN])
+static int hidx_add(void *arg, char kind, const char *value, const void *data, size_t dlen)
 {
-	char tid[2 * sizeof(h->trace_id) + 1];
-	int rc;
-
-	if ((rc = hidx_op(t, add, 'q', h->qid, hkey, HIST_KEY_LEN)) != 0 || h->kind != HIST_ACCEPT)
-		return rc;
-	sodium_bin2hex(tid, sizeof(tid), h->trace_id, sizeof(h->trace_id));
-	if ((rc = hidx_op(t, add, 't', tid, h->qid, QID_LEN)) != 0
-	    || (rc = hidx_op(t, add, 'm', h->msgid, h->qid, QID_LEN)) != 0)
-		return rc;
-	for (const char *p = h->rcpt; *p;) {
-		size_t n = strcspn(p, "\n");
-		char addr[HIDX_KEY_MAX];
-
-		snprintf(addr, sizeof(addr), "%.*s", (int)n, p);
-		if ((rc = hidx_op(t, add, 'r', addr, h->qid, QID_LEN)) != 0)
-			return rc;
-		p += n + (p[n] == '\n');
-	}
-	return 0;
+	return hidx_op(arg, 1, kind, value, data, dlen);
 }
 
-/* store_hist_put - record an acceptance or an attempt, with its index entries */
+static int hidx_del(void *arg, char kind, const char *value, const void *data, size_t dlen)
+{
+	return hidx_op(arg, 0, kind, value, data, dlen);
+}
+
+/* store_hist_put - record an acceptance or an attempt; its index entries
+ * follow with store_hist_index */
 int store_hist_put(struct store_txn *t, const struct hist_rec *h)
 {
 	/* LMDB runs one write transaction at a time: one buffer serves them */
@@ -1067,42 +1103,101 @@ int store_hist_put(struct store_txn *t, const struct hist_rec *h)
 		key[8 + QID_LEN] = h->kind;
 		be_put(key + 8 + QID_LEN + 1, h->idx, 4);
 		if ((rc = put(t, t->st->hist, key, sizeof(key), buf, n)) == 0)
-			rc = hist_index(t, 1, h, key);
+			rc = put(t, t->st->hpend, key, sizeof(key), "", 0);
 	}
 	return rc;
 }
 
-/* store_hist_prune - drop up to max records older than before_us; how many
- * in *n. Bounded, so that pruning never makes a long write transaction. */
-int store_hist_prune(struct store_txn *t, uint64_t before_us, size_t max, size_t *n)
+/* index_record - fn (hidx_add or hidx_del) for each index entry of the
+ * history record in hv, under hist key k; a record that does not decode
+ * has none */
+static int index_record(struct store_txn *t, const MDB_val *k, const MDB_val *hv, hidx_fn fn)
+{
+	unsigned char key[HIST_KEY_LEN];
+	struct hist_rec h;
+	int rc;
+
+	if (k->mv_size != HIST_KEY_LEN || hist_rec_decode(hv->mv_data, hv->mv_size, &h) != 0)
+		return 0;
+	memcpy(key, k->mv_data, HIST_KEY_LEN);
+	rc = hist_entries(&h, key, fn, t);
+	hist_rec_clear(&h);
+	return rc;
+}
+
+/* A step of take_front: 0 to delete the entry and go on, 1 to stop
+ * before it, else an error. */
+typedef int (*front_fn)(struct store_txn *t, const MDB_val *k, const MDB_val *v, void *arg);
+
+/* take_front - up to max entries from the front of a table, each passed
+ * to fn and deleted; how many in *n */
+static int take_front(struct store_txn *t, MDB_dbi dbi, size_t max, size_t *n, front_fn fn,
+		      void *arg)
 {
 	MDB_cursor *cur;
 	MDB_val k, v;
 	int rc;
 
 	*n = 0;
-	if ((rc = mdb_cursor_open(t->txn, t->st->hist, &cur)) != 0)
+	if ((rc = mdb_cursor_open(t->txn, dbi, &cur)) != 0)
 		return rc;
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && *n < max;
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_GET_CURRENT)) {
-		unsigned char key[HIST_KEY_LEN];
-		struct hist_rec h;
-
-		if (k.mv_size != HIST_KEY_LEN || be_get(k.mv_data, 8) >= before_us)
-			break;
-		memcpy(key, k.mv_data, HIST_KEY_LEN);
-		if (hist_rec_decode(v.mv_data, v.mv_size, &h) == 0) {
-			rc = hist_index(t, 0, &h, key);
-			hist_rec_clear(&h);
-			if (rc != 0)
-				break;
-		}
-		if ((rc = mdb_cursor_del(cur, 0)) != 0)
+		if ((rc = fn(t, &k, &v, arg)) != 0 || (rc = mdb_cursor_del(cur, 0)) != 0)
 			break;
 		(*n)++;
 	}
 	mdb_cursor_close(cur);
-	return rc == 0 || rc == MDB_NOTFOUND || rc == EINVAL ? 0 : rc;
+	/* MDB_GET_CURRENT after deleting the last entry: EINVAL */
+	return rc == 0 || rc == 1 || rc == MDB_NOTFOUND || rc == EINVAL ? 0 : rc;
+}
+
+/* index_pending - a pending record's index entries (a record pruned
+ * already has none to add) */
+static int index_pending(struct store_txn *t, const MDB_val *k, const MDB_val *v, void *arg)
+{
+	MDB_val hv;
+
+	(void)v, (void)arg;
+	return mdb_get(t->txn, t->st->hist, (MDB_val *)k, &hv) == 0
+	       ? index_record(t, k, &hv, hidx_add) : 0;
+}
+
+/* store_hist_index - add the index entries of up to max pending records,
+ * oldest first; how many in *n (fewer than max: none are left) */
+int store_hist_index(struct store_txn *t, size_t max, size_t *n)
+{
+	return take_front(t, t->st->hpend, max, n, index_pending, NULL);
+}
+
+/* store_hist_unindexed - how many records wait for store_hist_index */
+uint64_t store_hist_unindexed(struct store_txn *t)
+{
+	MDB_stat s;
+
+	return mdb_stat(t->txn, t->st->hpend, &s) == 0 ? s.ms_entries : 0;
+}
+
+/* prune_record - a record older than *before_us, its index entries and its
+ * pending mark; 1 (stop) at the first younger one */
+static int prune_record(struct store_txn *t, const MDB_val *k, const MDB_val *v, void *arg)
+{
+	const uint64_t *before_us = arg;
+	int rc;
+
+	if (k->mv_size != HIST_KEY_LEN || be_get(k->mv_data, 8) >= *before_us)
+		return 1;
+	if ((rc = index_record(t, k, v, hidx_del)) != 0)
+		return rc;
+	rc = mdb_del(t->txn, t->st->hpend, (MDB_val *)k, NULL);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* store_hist_prune - drop up to max records older than before_us; how many
+ * in *n. Bounded, so that pruning never makes a long write transaction. */
+int store_hist_prune(struct store_txn *t, uint64_t before_us, size_t max, size_t *n)
+{
+	return take_front(t, t->st->hist, max, n, prune_record, &before_us);
 }
 
 /* qid_add - add a queue id to a set, once */
@@ -1116,57 +1211,119 @@ static void qid_add(char (**qids)[QID_LEN + 1], size_t *n, const void *qid)
 	(*qids)[(*n)++][QID_LEN] = '\0';
 }
 
+/* A lookup: the index key sought, and the queue ids found. */
+struct hist_query {
+	unsigned char key[HIDX_KEY_MAX];
+	size_t klen;
+	char (*qids)[QID_LEN + 1];
+	size_t nqids;
+};
+
+/* query_match - an index entry of a pending record: is it the one sought? */
+static int query_match(void *arg, char kind, const char *value, const void *data, size_t dlen)
+{
+	struct hist_query *q = arg;
+	unsigned char key[HIDX_KEY_MAX];
+
+	(void)data, (void)dlen;
+	return value[0] != '\0' && hidx_key(key, kind, value) == q->klen
+	       && memcmp(key, q->key, q->klen) == 0;
+}
+
+/* hkey_cmp - hist keys in order (qsort) */
+static int hkey_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, HIST_KEY_LEN);
+}
+
 /* store_hist_find - the history of the messages that kind ('q' queue id,
  * 't' trace id, 'm' Message-ID, 'r' recipient) and value name, each
- * message's records in time order; fn's non-zero return stops. Returns
- * the number of records, or -1. */
+ * message's records in time order; fn's non-zero return stops. Records
+ * still pending are found by reading them. Returns the number of
+ * records, or -1. */
 int store_hist_find(struct store *st, char kind, const char *value, store_hist_fn fn, void *arg)
 {
-	char (*qids)[QID_LEN + 1] = NULL;
-	unsigned char key[HIDX_KEY_MAX];
+	struct hist_query q = {.nqids = 0};
+	unsigned char (*hkeys)[HIST_KEY_LEN] = NULL;
 	struct hist_rec *recs = NULL;
-	size_t nqids = 0, nrecs = 0;
+	size_t nrecs = 0, nkeys = 0;
 	MDB_txn *txn;
-	MDB_cursor *cur;
-	MDB_val k, v;
+	MDB_cursor *cur, *pend = NULL;
+	MDB_val k, v, hv;
 	int rc, stop = 0;
 
+	q.klen = hidx_key(q.key, kind, value);
 	if (read_cursor(st, st->hidx, &txn, &cur) != 0)
 		return -1;
+	if (!st->no_hpend && mdb_cursor_open(txn, st->hpend, &pend) != 0) {
+		mdb_cursor_close(cur);
+		read_end(st, txn);
+		return -1;
+	}
 	if (kind == 'q') {
-		qid_add(&qids, &nqids, value);
+		qid_add(&q.qids, &q.nqids, value);
 	} else {
-		k.mv_size = hidx_key(key, kind, value);
-		k.mv_data = key;
+		k.mv_size = q.klen;
+		k.mv_data = q.key;
 		for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_KEY); rc == 0;
 		     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT_DUP))
 			if (v.mv_size == QID_LEN)
-				qid_add(&qids, &nqids, v.mv_data);
-	}
-	/* Read everything, end the transaction, then call fn (see store_foreach). */
-	for (size_t i = 0; i < nqids; i++) {
-		k.mv_size = hidx_key(key, 'q', qids[i]);
-		k.mv_data = key;
-		for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_KEY); rc == 0;
-		     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT_DUP)) {
-			MDB_val hk = v, hv;
+				qid_add(&q.qids, &q.nqids, v.mv_data);
+		for (rc = pend ? mdb_cursor_get(pend, &k, &v, MDB_FIRST) : MDB_NOTFOUND; rc == 0;
+		     rc = mdb_cursor_get(pend, &k, &v, MDB_NEXT)) {
+			struct hist_rec h;
 
-			if (mdb_get(txn, st->hist, &hk, &hv) != 0)
+			if (k.mv_size != HIST_KEY_LEN || mdb_get(txn, st->hist, &k, &hv) != 0
+			    || hist_rec_decode(hv.mv_data, hv.mv_size, &h) != 0)
 				continue;
-			recs = xreallocarray(recs, nrecs + 1, sizeof(*recs));
-			if (hist_rec_decode(hv.mv_data, hv.mv_size, &recs[nrecs]) == 0)
-				nrecs++;
+			if (hist_entries(&h, k.mv_data, query_match, &q))
+				qid_add(&q.qids, &q.nqids, h.qid);
+			hist_rec_clear(&h);
 		}
 	}
+	/* Each message's records: the indexed and the pending, in key order. */
+	for (size_t i = 0; i < q.nqids; i++) {
+		size_t first = nkeys;
+
+		k.mv_size = hidx_key(q.key, 'q', q.qids[i]);
+		k.mv_data = q.key;
+		for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_KEY); rc == 0;
+		     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT_DUP))
+			if (v.mv_size == HIST_KEY_LEN) {
+				hkeys = xreallocarray(hkeys, nkeys + 1, sizeof(*hkeys));
+				memcpy(hkeys[nkeys++], v.mv_data, HIST_KEY_LEN);
+			}
+		for (rc = pend ? mdb_cursor_get(pend, &k, &v, MDB_FIRST) : MDB_NOTFOUND; rc == 0;
+		     rc = mdb_cursor_get(pend, &k, &v, MDB_NEXT))
+			if (k.mv_size == HIST_KEY_LEN
+			    && memcmp((const char *)k.mv_data + 8, q.qids[i], QID_LEN) == 0) {
+				hkeys = xreallocarray(hkeys, nkeys + 1, sizeof(*hkeys));
+				memcpy(hkeys[nkeys++], k.mv_data, HIST_KEY_LEN);
+			}
+		qsort(hkeys + first, nkeys - first, sizeof(*hkeys), hkey_cmp);
+	}
+	for (size_t i = 0; i < nkeys; i++) {
+		MDB_val hk = {HIST_KEY_LEN, hkeys[i]};
+
+		if (mdb_get(txn, st->hist, &hk, &hv) != 0)
+			continue;
+		recs = xreallocarray(recs, nrecs + 1, sizeof(*recs));
+		if (hist_rec_decode(hv.mv_data, hv.mv_size, &recs[nrecs]) == 0)
+			nrecs++;
+	}
+	if (pend)
+		mdb_cursor_close(pend);
 	mdb_cursor_close(cur);
 	read_end(st, txn);
+	/* Everything is read and the transaction ended: now call fn (see store_foreach). */
 	for (size_t i = 0; i < nrecs; i++) {
 		if (!stop)
 			stop = fn(&recs[i], arg);
 		hist_rec_clear(&recs[i]);
 	}
 	free(recs);
-	free(qids);
+	free(hkeys);
+	free(q.qids);
 	return (int)nrecs;
 }
 

@@ -85,8 +85,11 @@ typedef int (*store_notice_fn)(const char *id, void *arg);
 int store_foreach_notice(struct store *st, store_notice_fn fn, void *arg);
 void q_rcpts_free(struct q_rcpt **rcpts, size_t n);
 
-/* Delivery history (same environment, written with the state change). */
+/* Delivery history (same environment, written with the state change;
+ * its lookup index later, in batches: see store.c). */
 int store_hist_put(struct store_txn *txn, const struct hist_rec *h);
+int store_hist_index(struct store_txn *txn, size_t max, size_t *n);
+uint64_t store_hist_unindexed(struct store_txn *txn);
 int store_hist_prune(struct store_txn *txn, uint64_t before_us, size_t max, size_t *n);
 typedef int (*store_hist_fn)(const struct hist_rec *h, void *arg);
 int store_hist_find(struct store *st, char kind, const char *value, store_hist_fn fn, void *arg);

@@ -20,6 +20,13 @@
  * current one has appends that are not committed yet, and a queue change
  * that empties an older segment may remove it (queue_ops never removes
  * the current one).
+ *
+ * History records are written with the batch; their lookup index is not
+ * (see store.c). The writer adds it when it would otherwise wait: while no
+ * job is queued, a chunk per transaction, so that mail arriving meanwhile
+ * waits for one chunk at most. Under load that never pauses, once more
+ * than HIST_INDEX_LAG records wait, every batch indexes more of them than
+ * it adds: the backlog stays bounded.
  */
 #include "config.h"
 
@@ -38,10 +45,14 @@
 #define COMMIT_BATCH_LIMIT 1024
 #define HIST_RCPTS_MAX 60000		/* recipients listed in an acceptance record */
 #define PRUNE_MAX 1000			/* history records dropped per pass */
+#define HIST_INDEX_CHUNK 256		/* history records indexed per idle pass */
+#define HIST_INDEX_LAG 65536		/* more waiting: every batch indexes too */
 
 static uint64_t ternd_last_qid;		/* the highest queue id recorded */
 static time_t last_reader_check;
 static time_t last_prune;
+static int appender_waits;		/* in take_batch, no job queued (ternd.lock) */
+static int hist_unindexed = 1;		/* records may wait for their index (writer) */
 
 static pthread_t appender_thread, writer_thread;
 
@@ -176,6 +187,12 @@ static int batch_write(struct store_txn *txn, void *arg)
 	}
 	if (last_qid > ternd_last_qid && (rc = store_put_meta(txn, "last_qid", last_qid)) != 0)
 		return rc;
+	if (store_hist_unindexed(txn) > HIST_INDEX_LAG) {
+		size_t n;
+
+		if ((rc = store_hist_index(txn, HIST_INDEX_CHUNK + 2 * b->n, &n)) != 0)
+			return rc;
+	}
 	if (last_qid > ternd_last_qid)
 		ternd_last_qid = last_qid;	/* the committer is the only writer */
 	return 0;
@@ -222,6 +239,7 @@ static size_t take_batch(struct job **jobs, size_t max)
 	size_t n = 0;
 
 	pthread_mutex_lock(&ternd.lock);
+	appender_waits = 1;
 	for (;;) {
 		while (ternd.head == NULL && !ternd.stopping) {
 			struct timespec t;
@@ -249,6 +267,7 @@ static size_t take_batch(struct job **jobs, size_t max)
 	}
 	if (ternd.head == NULL)
 		ternd.tail = &ternd.head;
+	appender_waits = 0;
 	pthread_mutex_unlock(&ternd.lock);
 	return n;
 }
@@ -402,6 +421,45 @@ static void *appender_main(void *arg)
 	return arg;
 }
 
+/* idle - no job queued or being appended, no batch waiting: ternd would
+ * otherwise wait for mail */
+static int idle(void)
+{
+	int yes;
+
+	pthread_mutex_lock(&ternd.lock);
+	yes = appender_waits && ternd.head == NULL && !ternd.stopping;
+	pthread_mutex_unlock(&ternd.lock);
+	pthread_mutex_lock(&stage.lock);
+	yes = yes && stage.waiting == NULL;
+	pthread_mutex_unlock(&stage.lock);
+	return yes;
+}
+
+static int index_chunk(struct store_txn *txn, void *arg)
+{
+	return store_hist_index(txn, HIST_INDEX_CHUNK, arg);
+}
+
+/* index_when_idle - index waiting history records, a chunk per
+ * transaction, for as long as nothing else is to be done */
+static void index_when_idle(void)
+{
+	char err[256];
+	size_t n = 0;
+	int rc;
+
+	while (hist_unindexed && idle()) {
+		if ((rc = store_write(ternd.store, index_chunk, &n, err, sizeof(err))) == STORE_PANIC)
+			log_fatal("%s: stopping, so that a restart can recover the queue", err);
+		if (rc < 0) {
+			log_warning("history indexing failed: %s", err);
+			n = 0;	/* again after the next batch */
+		}
+		hist_unindexed = n == HIST_INDEX_CHUNK;
+	}
+}
+
 /* writer_main - stage two: each batch's records in one LMDB transaction */
 static void *writer_main(void *arg)
 {
@@ -409,16 +467,29 @@ static void *writer_main(void *arg)
 
 	for (;;) {
 		struct batch *b;
-		int rc;
+		int rc, closed;
 
+		index_when_idle();
 		pthread_mutex_lock(&stage.lock);
-		stage_wait(stage.waiting != NULL || stage.closed);
+		if (hist_unindexed && stage.waiting == NULL && !stage.closed) {
+			/* records wait for their index: look for idleness again in a second */
+			struct timespec t;
+
+			clock_gettime(CLOCK_REALTIME, &t);
+			t.tv_sec += 1;
+			pthread_cond_timedwait(&stage.cond, &stage.lock, &t);
+		} else {
+			stage_wait(stage.waiting != NULL || stage.closed);
+		}
 		b = stage.waiting;
 		stage.waiting = NULL;
+		closed = stage.closed;
 		pthread_cond_broadcast(&stage.cond);
 		pthread_mutex_unlock(&stage.lock);
-		if (b == NULL)
+		if (b == NULL && closed)
 			break;	/* the appender stopped and nothing waits */
+		if (b == NULL)
+			continue;
 		rc = store_write(ternd.store, batch_write, b, err, sizeof(err));
 		if (rc == STORE_PANIC) {
 			finish(b->jobs, b->n, -1, err);
@@ -430,6 +501,7 @@ static void *writer_main(void *arg)
 		 * still sound to append to. */
 		observe(b);
 		finish(b->jobs, b->n, rc < 0 ? -1 : 0, err);
+		hist_unindexed |= rc == 0;
 		if (rc == 0 && time(NULL) != last_prune) {
 			size_t pruned = 0;
 

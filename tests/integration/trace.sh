@@ -146,6 +146,15 @@ later_sink=$(sed -n 's/^\(SINK[0-9]*\) later@example\.com$/\1/p' "$top/peer.log"
 tap_like "the peer queued ok@ and later@ separately ($ok_sink, $later_sink)" "$ok_sink $later_sink" \
 	'^SINK[0-9]{4} SINK[0-9]{4}$'
 
+# --- the history index ----------------------------------------------------------
+# ternd writes a history record's lookup index once it is idle (store.c):
+# then no record is left pending, and the lookups below go through it.
+# (check_history covers lookups of pending records.)
+_table_entries() { mdb_stat -s "$1" "$TERND_DIR/state/queue" | awk '/Entries:/ { print $2 }'; }
+_nothing_pending() { [ "$(_table_entries hpend)" = 0 ]; }
+tap_check "ternd indexes the history while idle: no record pending" wait_until 10 _nothing_pending
+tap_is "the index: q per record (8), t, m and r per acceptance (3, 2, 4)" "$(_table_entries hidx)" 17
+
 # --- ternq trace, text -----------------------------------------------------------
 ternq_ trace "$tid" >"$top/by-trace.txt" 2>&1
 tap_is "trace by trace id: exit 0, milter, acceptance, three attempts, two final states, in order" \

@@ -3,7 +3,10 @@
  * round trips, every truncation refused, bad kinds and states refused;
  * the history tables: lookups by queue id, trace id, Message-ID and
  * recipient (case-blind) find exactly their messages' records in time
- * order; pruning is bounded and takes the index entries with it. The
+ * order, whether their index entries are written yet or still pending
+ * (also when older records arrive after newer ones were indexed);
+ * indexing is bounded; pruning is bounded and takes the index entries,
+ * or the pending mark, with it. The
  * milter journal: lookups by trace id and MTA queue id, untraced
  * messages not indexed under a zero trace id, pruning by age.
  */
@@ -171,15 +174,45 @@ static void teardown(void)
 /* the records of two messages, written as ternd would */
 static struct hist_rec recs[5];
 
-static int put_all(struct store_txn *t, void *arg)
+/* put_range - records [from, to) of recs */
+static int put_range(struct store_txn *t, void *arg)
 {
+	const size_t *r = arg;
 	int rc;
 
-	(void)arg;
-	for (size_t i = 0; i < N_ELEMENTS(recs); i++)
+	for (size_t i = r[0]; i < r[1]; i++)
 		if ((rc = store_hist_put(t, &recs[i])) != 0)
 			return rc;
 	return 0;
+}
+
+static void put(size_t from, size_t to)
+{
+	size_t r[2] = {from, to};
+	char err[256];
+
+	ck_assert_int_eq(store_write(st, put_range, r, err, sizeof(err)), 0);
+}
+
+/* index_fn - store_hist_index with n[0] as max; n[1] indexed, n[2] left */
+static int index_fn(struct store_txn *t, void *arg)
+{
+	size_t *n = arg;
+	int rc = store_hist_index(t, n[0], &n[1]);
+
+	n[2] = (size_t)store_hist_unindexed(t);
+	return rc;
+}
+
+/* index_hist - index up to max records: how many were; left, how many wait */
+static size_t index_hist(size_t max, size_t *left)
+{
+	size_t n[3] = {max, 99, 99};
+	char err[256];
+
+	ck_assert_int_eq(store_write(st, index_fn, n, err, sizeof(err)), 0);
+	*left = n[2];
+	return n[1];
 }
 
 /* collect - "qid/kind/idx" of each record found, space-separated */
@@ -211,17 +244,34 @@ static int prune_fn(struct store_txn *t, void *arg)
 	return rc;
 }
 
+/* _i: 0 nothing indexed yet; 1 everything indexed, in bounded steps;
+ * 2 the last three records indexed, then the first two (older) written */
 START_TEST(test_hist_store)
 {
 	char err[256];
-	size_t p[3];
+	size_t p[3], left;
 
 	recs[0] = accept_rec(QA, T0, 0xaa, "<m1@example.org>", "Ann@X.example\nbob@y.example");
 	recs[1] = accept_rec(QB, T0 + 10, 0xbb, "<m2@example.org>", "bob@y.example");
 	recs[2] = attempt_rec(QA, T0 + 20, 1, "bob@y.example", RCPT_DEFERRED);
 	recs[3] = attempt_rec(QA, T0 + 30, 0, "Ann@X.example", RCPT_SENT);
 	recs[4] = attempt_rec(QA, T0 + 40, 1, "bob@y.example", RCPT_SENT);
-	ck_assert_int_eq(store_write(st, put_all, NULL, err, sizeof(err)), 0);
+	if (_i == 0) {
+		put(0, 5);
+	} else if (_i == 1) {
+		put(0, 5);
+		ck_assert_uint_eq(index_hist(2, &left), 2);
+		ck_assert_uint_eq(left, 3);
+		ck_assert_uint_eq(index_hist(100, &left), 3);
+		ck_assert_uint_eq(left, 0);
+		ck_assert_uint_eq(index_hist(100, &left), 0);
+	} else {
+		put(2, 5);
+		ck_assert_uint_eq(index_hist(100, &left), 3);
+		put(0, 2);
+		ck_assert_uint_eq(index_hist(0, &left), 0);
+		ck_assert_uint_eq(left, 2);
+	}
 
 	ck_assert_str_eq(find('q', QA), QA "/1/0 " QA "/2/1 " QA "/2/0 " QA "/2/1");
 	ck_assert_str_eq(find('q', QB), QB "/1/0");
@@ -251,6 +301,8 @@ START_TEST(test_hist_store)
 	ck_assert_uint_eq(p[2], 2);
 	ck_assert_str_eq(find('q', QA), "");
 	ck_assert_str_eq(find('r', "bob@y.example"), "");
+	ck_assert_uint_eq(index_hist(0, &left), 0);
+	ck_assert_uint_eq(left, 0);	/* pruning took the pending marks too */
 }
 END_TEST
 
@@ -313,7 +365,7 @@ int main(void)
 	tcase_add_test(tc, test_journal_codec);
 	suite_add_tcase(s, tc);
 	tcase_add_checked_fixture(ts, setup, teardown);
-	tcase_add_test(ts, test_hist_store);
+	tcase_add_loop_test(ts, test_hist_store, 0, 3);
 	tcase_add_test(ts, test_journal_store);
 	tcase_set_timeout(ts, 60);
 	suite_add_tcase(s, ts);

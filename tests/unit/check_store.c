@@ -1223,21 +1223,21 @@ static size_t sched_entries(void)
 	return s.ms_entries;
 }
 
-/* raw_notice - in the closed store's notice table, put a raw value under
- * id, or with val NULL delete the table, as in a queue written before it
- * existed (LMDB directly, as layout1) */
-static void raw_notice(const char *id, const void *val, size_t len)
+/* raw_put - in the closed store's table, put a raw value under id, or
+ * with val NULL delete the table, as in a queue written before it existed
+ * (LMDB directly, as layout1) */
+static void raw_put(const char *table, const char *id, const void *val, size_t len)
 {
 	MDB_txn *txn;
-	MDB_dbi notice;
+	MDB_dbi dbi;
 	MDB_val k = {strlen(id), (void *)id}, v = {len, (void *)val};
 
 	txn = raw_begin(0);
-	ck_assert_int_eq(mdb_dbi_open(txn, "notice", 0, &notice), 0);
+	ck_assert_int_eq(mdb_dbi_open(txn, table, 0, &dbi), 0);
 	if (val == NULL)
-		ck_assert_int_eq(mdb_drop(txn, notice, 1), 0);
+		ck_assert_int_eq(mdb_drop(txn, dbi, 1), 0);
 	else
-		ck_assert_int_eq(mdb_put(txn, notice, &k, &v, 0), 0);
+		ck_assert_int_eq(mdb_put(txn, dbi, &k, &v, 0), 0);
 	raw_end(txn);
 }
 
@@ -1250,9 +1250,9 @@ START_TEST(test_notice_malformed)
 	size_t len;
 
 	store_close(&st);
-	raw_notice("two", two, sizeof(two));
-	raw_notice("longer", longer, sizeof(longer));	/* rcpt length 9, 2 octets */
-	raw_notice("empty", "", 0);
+	raw_put("notice", "two", two, sizeof(two));
+	raw_put("notice", "longer", longer, sizeof(longer));	/* rcpt length 9, 2 octets */
+	raw_put("notice", "empty", "", 0);
 	st = store_open(qdir, 0, 0, err, sizeof(err));
 	ck_assert_msg(st != NULL, "%s", err);
 	ck_assert_int_eq(store_get_notice(st, "two", &rcpt, &flags, &body, &len), 2);
@@ -1265,7 +1265,17 @@ END_TEST
 
 /* An older queue without the notice table opens read-only (ternq), and
  * reads as one with no notifications; a read-write open creates it. */
-START_TEST(test_no_notice_table)
+/* no_hist - a history lookup callback that must not be called */
+static int no_hist(const struct hist_rec *h, void *arg)
+{
+	(void)h, (void)arg;
+	ck_abort_msg("a record in an empty history");
+	return 1;
+}
+
+/* A queue written before the notice and hpend tables: read-only, they
+ * read as empty; the first read-write open makes them. */
+START_TEST(test_no_newer_tables)
 {
 	struct notice_list l = {.n = 0};
 	char err[512] = "", *rcpt = NULL, *body = NULL;
@@ -1275,9 +1285,12 @@ START_TEST(test_no_notice_table)
 
 	ck_assert_int_eq(store_write(st, notice_fn, "x", err, sizeof(err)), 0);
 	store_close(&st);
-	raw_notice("", NULL, 0);
+	raw_put("notice", "", NULL, 0);
+	raw_put("hpend", "", NULL, 0);
 	st = store_open(qdir, 1, 0, err, sizeof(err));
-	ck_assert_msg(st != NULL, "read-only open without a notice table: %s", err);
+	ck_assert_msg(st != NULL, "read-only open without notice and hpend tables: %s", err);
+	ck_assert_int_eq(store_hist_find(st, 'r', "a@example.org", no_hist, NULL), 0);
+	ck_assert_int_eq(store_hist_find(st, 'q', QA, no_hist, NULL), 0);
 	ck_assert_int_eq(store_count_notices(st, &n), 0);
 	ck_assert_uint_eq(n, 0);
 	ck_assert_int_eq(store_foreach_notice(st, notice_collect, &l), 0);
@@ -1717,7 +1730,7 @@ int main(void)
 	tcase_add_test(tc, test_write_fails);
 	tcase_add_test(tc, test_txn_reads);
 	tcase_add_test(tc, test_readonly);
-	tcase_add_test(tc, test_no_notice_table);
+	tcase_add_test(tc, test_no_newer_tables);
 	tcase_add_test(tc, test_notice_malformed);
 	tcase_add_test(tc, test_reopen);
 	tcase_add_test(tc, test_layout_migration);
