@@ -17,8 +17,7 @@
  *   hpend  hist key -> "": history records not in hidx yet
  *   notice id -> flags(1) . rcpt len(be16) . rcpt . body: a non-delivery
  *          notification written with the bounce it reports, until it is
- *          queued as a message (a read-only open of an older queue may
- *          find no such table: it reads as empty)
+ *          queued as a message
  * Layout 1 keyed sched by next_us first; a read-write open rebuilds such a
  * schedule from the recipient records (store_open).
  * History is written in the transaction of the state change it records
@@ -27,7 +26,7 @@
  * each) would double the pages an acceptance writes. The record is noted
  * in hpend, whose keys, like hist's, mostly append; store_hist_index moves
  * pending records into hidx in batches, and lookups read the pending ones
- * as well, so they find the same either way. hpend is keyed by the record
+ * as well (each once per lookup), so they find the same either way. hpend is keyed by the record
  * rather than marked by a position in hist, because records do not arrive
  * in time order (a delivery result is stamped before it is committed).
  * A read-only open of a queue older than notice or hpend reads them as
@@ -1059,9 +1058,15 @@ static int hist_entries(const struct hist_rec *h, const unsigned char hkey[HIST_
 	return 0;
 }
 
-/* hidx_add, hidx_del - one index entry into or out of hidx (arg: the
- * store_txn); an entry already there, or already gone, is no error */
-static int hidx_op(struct store_txn *t, int add, char kind, const char *value,
+/* Index entries being added or deleted, and how many so far. */
+struct hidx_run {
+	struct store_txn *t;
+	size_t entries;
+};
+
+/* hidx_op - one index entry into or out of hidx; one already there, or
+ * already gone, is no error */
+static int hidx_op(struct hidx_run *r, int add, char kind, const char *value,
 		   const void *data, size_t dlen)
 {
 	unsigned char key[HIDX_KEY_MAX];
@@ -1070,18 +1075,21 @@ static int hidx_op(struct store_txn *t, int add, char kind, const char *value,
 
 	if (value[0] == '\0')
 		return 0;
+	r->entries++;
 	if (add)
-		rc = mdb_put(t->txn, t->st->hidx, &k, &v, MDB_NODUPDATA);
+		rc = mdb_put(r->t->txn, r->t->st->hidx, &k, &v, MDB_NODUPDATA);
 	else
-		rc = mdb_del(t->txn, t->st->hidx, &k, &v);
+		rc = mdb_del(r->t->txn, r->t->st->hidx, &k, &v);
 	return rc == MDB_KEYEXIST || rc == MDB_NOTFOUND ? 0 : rc;
 }
 
+/* hidx_add - hidx_op adding (a hidx_fn; arg: the struct hidx_run) */
 static int hidx_add(void *arg, char kind, const char *value, const void *data, size_t dlen)
 {
 	return hidx_op(arg, 1, kind, value, data, dlen);
 }
 
+/* hidx_del - hidx_op deleting (a hidx_fn; arg: the struct hidx_run) */
 static int hidx_del(void *arg, char kind, const char *value, const void *data, size_t dlen)
 {
 	return hidx_op(arg, 0, kind, value, data, dlen);
@@ -1111,7 +1119,7 @@ int store_hist_put(struct store_txn *t, const struct hist_rec *h)
 /* index_record - fn (hidx_add or hidx_del) for each index entry of the
  * history record in hv, under hist key k; a record that does not decode
  * has none */
-static int index_record(struct store_txn *t, const MDB_val *k, const MDB_val *hv, hidx_fn fn)
+static int index_record(struct hidx_run *r, const MDB_val *k, const MDB_val *hv, hidx_fn fn)
 {
 	unsigned char key[HIST_KEY_LEN];
 	struct hist_rec h;
@@ -1120,13 +1128,15 @@ static int index_record(struct store_txn *t, const MDB_val *k, const MDB_val *hv
 	if (k->mv_size != HIST_KEY_LEN || hist_rec_decode(hv->mv_data, hv->mv_size, &h) != 0)
 		return 0;
 	memcpy(key, k->mv_data, HIST_KEY_LEN);
-	rc = hist_entries(&h, key, fn, t);
+	rc = hist_entries(&h, key, fn, r);
 	hist_rec_clear(&h);
 	return rc;
 }
 
-/* A step of take_front: 0 to delete the entry and go on, 1 to stop
- * before it, else an error. */
+#define TAKE_STOP (-1)	/* neither an errno value nor an LMDB error */
+
+/* A step of take_front: 0 to delete the entry and go on, TAKE_STOP to
+ * stop before it, else an error. */
 typedef int (*front_fn)(struct store_txn *t, const MDB_val *k, const MDB_val *v, void *arg);
 
 /* take_front - up to max entries from the front of a table, each passed
@@ -1141,33 +1151,49 @@ static int take_front(struct store_txn *t, MDB_dbi dbi, size_t max, size_t *n, f
 	*n = 0;
 	if ((rc = mdb_cursor_open(t->txn, dbi, &cur)) != 0)
 		return rc;
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && *n < max;
-	     rc = mdb_cursor_get(cur, &k, &v, MDB_GET_CURRENT)) {
+	rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+	if (rc == MDB_NOTFOUND)
+		rc = 0;		/* empty */
+	else while (rc == 0 && *n < max) {
 		if ((rc = fn(t, &k, &v, arg)) != 0 || (rc = mdb_cursor_del(cur, 0)) != 0)
 			break;
 		(*n)++;
+		/* the next entry; after the last one was deleted, EINVAL */
+		rc = mdb_cursor_get(cur, &k, &v, MDB_GET_CURRENT);
+		if (rc == EINVAL || rc == MDB_NOTFOUND) {
+			rc = 0;
+			break;
+		}
 	}
 	mdb_cursor_close(cur);
-	/* MDB_GET_CURRENT after deleting the last entry: EINVAL */
-	return rc == 0 || rc == 1 || rc == MDB_NOTFOUND || rc == EINVAL ? 0 : rc;
+	return rc == TAKE_STOP ? 0 : rc;
 }
 
-/* index_pending - a pending record's index entries (a record pruned
- * already has none to add) */
+/* index_pending - a pending record's index entries, until there are
+ * STORE_HIST_INDEX_ENTRIES (a record pruned already has none) */
 static int index_pending(struct store_txn *t, const MDB_val *k, const MDB_val *v, void *arg)
 {
+	struct hidx_run *r = arg;
 	MDB_val hv;
+	int rc;
 
-	(void)v, (void)arg;
-	return mdb_get(t->txn, t->st->hist, (MDB_val *)k, &hv) == 0
-	       ? index_record(t, k, &hv, hidx_add) : 0;
+	(void)v;
+	if (r->entries >= STORE_HIST_INDEX_ENTRIES)
+		return TAKE_STOP;
+	rc = mdb_get(t->txn, t->st->hist, (MDB_val *)k, &hv);
+	return rc == MDB_NOTFOUND ? 0 : rc != 0 ? rc : index_record(r, k, &hv, hidx_add);
 }
 
-/* store_hist_index - add the index entries of up to max pending records,
- * oldest first; how many in *n (fewer than max: none are left) */
-int store_hist_index(struct store_txn *t, size_t max, size_t *n)
+/* store_hist_index - add the index entries of the oldest pending records
+ * until at most keep wait, or STORE_HIST_INDEX_ENTRIES were added; how
+ * many records in *n */
+int store_hist_index(struct store_txn *t, uint64_t keep, size_t *n)
 {
-	return take_front(t, t->st->hpend, max, n, index_pending, NULL);
+	struct hidx_run r = {t, 0};
+	uint64_t waiting = store_hist_unindexed(t);
+
+	*n = 0;
+	return waiting > keep ? take_front(t, t->st->hpend, waiting - keep, n, index_pending, &r) : 0;
 }
 
 /* store_hist_unindexed - how many records wait for store_hist_index */
@@ -1178,19 +1204,22 @@ uint64_t store_hist_unindexed(struct store_txn *t)
 	return mdb_stat(t->txn, t->st->hpend, &s) == 0 ? s.ms_entries : 0;
 }
 
-/* prune_record - a record older than *before_us, its index entries and its
- * pending mark; 1 (stop) at the first younger one */
+/* prune_record - a record older than *before_us, with its pending mark or
+ * else its index entries; TAKE_STOP at the first younger one */
 static int prune_record(struct store_txn *t, const MDB_val *k, const MDB_val *v, void *arg)
 {
 	const uint64_t *before_us = arg;
+	unsigned char key[HIST_KEY_LEN];
+	MDB_val pk = {HIST_KEY_LEN, key};
+	struct hidx_run r = {t, 0};
 	int rc;
 
 	if (k->mv_size != HIST_KEY_LEN || be_get(k->mv_data, 8) >= *before_us)
-		return 1;
-	if ((rc = index_record(t, k, v, hidx_del)) != 0)
-		return rc;
-	rc = mdb_del(t->txn, t->st->hpend, (MDB_val *)k, NULL);
-	return rc == MDB_NOTFOUND ? 0 : rc;
+		return TAKE_STOP;
+	memcpy(key, k->mv_data, HIST_KEY_LEN);	/* LMDB's copy may move with the update */
+	if ((rc = mdb_del(t->txn, t->st->hpend, &pk, NULL)) != MDB_NOTFOUND)
+		return rc;	/* pending: never indexed */
+	return index_record(&r, &pk, v, hidx_del);
 }
 
 /* store_hist_prune - drop up to max records older than before_us; how many
@@ -1230,17 +1259,32 @@ static int query_match(void *arg, char kind, const char *value, const void *data
 	       && memcmp(key, q->key, q->klen) == 0;
 }
 
-/* hkey_cmp - hist keys in order (qsort) */
+/* qid_cmp - queue ids in order (qsort, bsearch) */
+static int qid_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, QID_LEN);
+}
+
+/* hkey_cmp - hist keys by message, then in time order (qsort) */
 static int hkey_cmp(const void *a, const void *b)
 {
-	return memcmp(a, b, HIST_KEY_LEN);
+	int c = memcmp((const unsigned char *)a + 8, (const unsigned char *)b + 8, QID_LEN);
+
+	return c ? c : memcmp(a, b, HIST_KEY_LEN);
+}
+
+/* hkey_add - one more hist key */
+static void hkey_add(unsigned char (**keys)[HIST_KEY_LEN], size_t *n, const void *key)
+{
+	*keys = xreallocarray(*keys, *n + 1, sizeof(**keys));
+	memcpy((*keys)[(*n)++], key, HIST_KEY_LEN);
 }
 
 /* store_hist_find - the history of the messages that kind ('q' queue id,
- * 't' trace id, 'm' Message-ID, 'r' recipient) and value name, each
- * message's records in time order; fn's non-zero return stops. Records
- * still pending are found by reading them. Returns the number of
- * records, or -1. */
+ * 't' trace id, 'm' Message-ID, 'r' recipient) and value name, message by
+ * message in queue id order, each one's records in time order; fn's
+ * non-zero return stops. Records still pending are found by reading each
+ * of them once. Returns the number of records, or -1. */
 int store_hist_find(struct store *st, char kind, const char *value, store_hist_fn fn, void *arg)
 {
 	struct hist_query q = {.nqids = 0};
@@ -1281,30 +1325,31 @@ int store_hist_find(struct store *st, char kind, const char *value, store_hist_f
 			hist_rec_clear(&h);
 		}
 	}
-	/* Each message's records: the indexed and the pending, in key order. */
+	if (q.nqids > 1)
+		qsort(q.qids, q.nqids, sizeof(*q.qids), qid_cmp);
+	/* The messages' records: the indexed ones, then the pending ones. */
 	for (size_t i = 0; i < q.nqids; i++) {
-		size_t first = nkeys;
+		unsigned char key[HIDX_KEY_MAX];
 
-		k.mv_size = hidx_key(q.key, 'q', q.qids[i]);
-		k.mv_data = q.key;
+		k.mv_size = hidx_key(key, 'q', q.qids[i]);
+		k.mv_data = key;
 		for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_KEY); rc == 0;
 		     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT_DUP))
-			if (v.mv_size == HIST_KEY_LEN) {
-				hkeys = xreallocarray(hkeys, nkeys + 1, sizeof(*hkeys));
-				memcpy(hkeys[nkeys++], v.mv_data, HIST_KEY_LEN);
-			}
-		for (rc = pend ? mdb_cursor_get(pend, &k, &v, MDB_FIRST) : MDB_NOTFOUND; rc == 0;
-		     rc = mdb_cursor_get(pend, &k, &v, MDB_NEXT))
-			if (k.mv_size == HIST_KEY_LEN
-			    && memcmp((const char *)k.mv_data + 8, q.qids[i], QID_LEN) == 0) {
-				hkeys = xreallocarray(hkeys, nkeys + 1, sizeof(*hkeys));
-				memcpy(hkeys[nkeys++], k.mv_data, HIST_KEY_LEN);
-			}
-		qsort(hkeys + first, nkeys - first, sizeof(*hkeys), hkey_cmp);
+			if (v.mv_size == HIST_KEY_LEN)
+				hkey_add(&hkeys, &nkeys, v.mv_data);
 	}
+	for (rc = pend && q.nqids ? mdb_cursor_get(pend, &k, &v, MDB_FIRST) : MDB_NOTFOUND;
+	     rc == 0; rc = mdb_cursor_get(pend, &k, &v, MDB_NEXT))
+		if (k.mv_size == HIST_KEY_LEN
+		    && bsearch((const char *)k.mv_data + 8, q.qids, q.nqids, sizeof(*q.qids), qid_cmp))
+			hkey_add(&hkeys, &nkeys, k.mv_data);
+	if (nkeys > 1)
+		qsort(hkeys, nkeys, sizeof(*hkeys), hkey_cmp);
 	for (size_t i = 0; i < nkeys; i++) {
 		MDB_val hk = {HIST_KEY_LEN, hkeys[i]};
 
+		if (i > 0 && memcmp(hkeys[i], hkeys[i - 1], HIST_KEY_LEN) == 0)
+			continue;	/* indexed and still marked pending: once */
 		if (mdb_get(txn, st->hist, &hk, &hv) != 0)
 			continue;
 		recs = xreallocarray(recs, nrecs + 1, sizeof(*recs));

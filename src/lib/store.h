@@ -88,7 +88,10 @@ void q_rcpts_free(struct q_rcpt **rcpts, size_t n);
 /* Delivery history (same environment, written with the state change;
  * its lookup index later, in batches: see store.c). */
 int store_hist_put(struct store_txn *txn, const struct hist_rec *h);
-int store_hist_index(struct store_txn *txn, size_t max, size_t *n);
+/* index entries one store_hist_index call adds at most (then finishes the
+ * record it is at): a transaction stays short however big the backlog */
+#define STORE_HIST_INDEX_ENTRIES 1024
+int store_hist_index(struct store_txn *txn, uint64_t keep, size_t *n);
 uint64_t store_hist_unindexed(struct store_txn *txn);
 int store_hist_prune(struct store_txn *txn, uint64_t before_us, size_t max, size_t *n);
 typedef int (*store_hist_fn)(const struct hist_rec *h, void *arg);

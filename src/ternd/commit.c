@@ -16,17 +16,18 @@
  * flushes batch N+1's bodies while the writer commits batch N to LMDB, so
  * a batch costs the longer of the two flushes, not their sum. Each
  * message's body is still durable before its records. The appender starts
- * a new segment only when the writer is idle: then no segment but the
+ * a new segment only when no batch is in flight: then no segment but the
  * current one has appends that are not committed yet, and a queue change
  * that empties an older segment may remove it (queue_ops never removes
  * the current one).
  *
  * History records are written with the batch; their lookup index is not
  * (see store.c). The writer adds it when it would otherwise wait: while no
- * job is queued, a chunk per transaction, so that mail arriving meanwhile
- * waits for one chunk at most. Under load that never pauses, once more
- * than HIST_INDEX_LAG records wait, every batch indexes more of them than
- * it adds: the backlog stays bounded.
+ * job is queued, one bounded transaction at a time, so that mail arriving
+ * meanwhile waits for one at most (segment_rotate's transaction may run
+ * alongside: LMDB takes them in turn). Under load that never pauses, once
+ * more than HIST_INDEX_LAG records wait, the writer indexes the excess
+ * after each batch: the backlog stays bounded.
  */
 #include "config.h"
 
@@ -45,13 +46,12 @@
 #define COMMIT_BATCH_LIMIT 1024
 #define HIST_RCPTS_MAX 60000		/* recipients listed in an acceptance record */
 #define PRUNE_MAX 1000			/* history records dropped per pass */
-#define HIST_INDEX_CHUNK 256		/* history records indexed per idle pass */
-#define HIST_INDEX_LAG 65536		/* more waiting: every batch indexes too */
+#define HIST_INDEX_LAG 65536		/* history records left to index when busy */
 
 static uint64_t ternd_last_qid;		/* the highest queue id recorded */
 static time_t last_reader_check;
 static time_t last_prune;
-static int appender_waits;		/* in take_batch, no job queued (ternd.lock) */
+static int appender_waits;		/* the appender is in take_batch (ternd.lock) */
 static int hist_unindexed = 1;		/* records may wait for their index (writer) */
 
 static pthread_t appender_thread, writer_thread;
@@ -95,6 +95,7 @@ struct batch {
 	int closes_seg;			/* it filled the segment: no more appends there */
 	int in_flight;			/* handed to the writer, not finished */
 	uint64_t started;		/* when the appender took it */
+	uint64_t unindexed;		/* history records waiting for their index, after */
 };
 
 /* The hand-off between the stages: one batch waiting, one being written. */
@@ -187,12 +188,7 @@ static int batch_write(struct store_txn *txn, void *arg)
 	}
 	if (last_qid > ternd_last_qid && (rc = store_put_meta(txn, "last_qid", last_qid)) != 0)
 		return rc;
-	if (store_hist_unindexed(txn) > HIST_INDEX_LAG) {
-		size_t n;
-
-		if ((rc = store_hist_index(txn, HIST_INDEX_CHUNK + 2 * b->n, &n)) != 0)
-			return rc;
-	}
+	b->unindexed = store_hist_unindexed(txn);
 	if (last_qid > ternd_last_qid)
 		ternd_last_qid = last_qid;	/* the committer is the only writer */
 	return 0;
@@ -436,28 +432,40 @@ static int idle(void)
 	return yes;
 }
 
-static int index_chunk(struct store_txn *txn, void *arg)
+/* Indexing down to keep waiting records; left: how many wait. */
+struct index_run {
+	uint64_t keep, left;
+};
+
+/* index_some - one transaction's worth of history index */
+static int index_some(struct store_txn *txn, void *arg)
 {
-	return store_hist_index(txn, HIST_INDEX_CHUNK, arg);
+	struct index_run *r = arg;
+	size_t n;
+	int rc = store_hist_index(txn, r->keep, &n);
+
+	r->left = store_hist_unindexed(txn);
+	return rc;
 }
 
-/* index_when_idle - index waiting history records, a chunk per
- * transaction, for as long as nothing else is to be done */
-static void index_when_idle(void)
+/* index_history - index history records, a transaction at a time, until
+ * at most keep wait (when_idle: or until idle() ends); how many wait
+ * then, 0 after an error (logged: tried again after the next batch) */
+static uint64_t index_history(uint64_t keep, int when_idle)
 {
+	struct index_run r = {keep, UINT64_MAX};
 	char err[256];
-	size_t n = 0;
 	int rc;
 
-	while (hist_unindexed && idle()) {
-		if ((rc = store_write(ternd.store, index_chunk, &n, err, sizeof(err))) == STORE_PANIC)
+	while (r.left > keep && (!when_idle || idle())) {
+		if ((rc = store_write(ternd.store, index_some, &r, err, sizeof(err))) == STORE_PANIC)
 			log_fatal("%s: stopping, so that a restart can recover the queue", err);
 		if (rc < 0) {
 			log_warning("history indexing failed: %s", err);
-			n = 0;	/* again after the next batch */
+			return 0;
 		}
-		hist_unindexed = n == HIST_INDEX_CHUNK;
 	}
+	return r.left;
 }
 
 /* writer_main - stage two: each batch's records in one LMDB transaction */
@@ -469,7 +477,8 @@ static void *writer_main(void *arg)
 		struct batch *b;
 		int rc, closed;
 
-		index_when_idle();
+		if (hist_unindexed && idle())
+			hist_unindexed = index_history(0, 1) > 0;
 		pthread_mutex_lock(&stage.lock);
 		if (hist_unindexed && stage.waiting == NULL && !stage.closed) {
 			/* records wait for their index: look for idleness again in a second */
@@ -501,7 +510,11 @@ static void *writer_main(void *arg)
 		 * still sound to append to. */
 		observe(b);
 		finish(b->jobs, b->n, rc < 0 ? -1 : 0, err);
-		hist_unindexed |= rc == 0;
+		if (rc == 0) {
+			hist_unindexed = b->unindexed > 0;
+			if (b->unindexed > HIST_INDEX_LAG)
+				index_history(HIST_INDEX_LAG, 0);
+		}
 		if (rc == 0 && time(NULL) != last_prune) {
 			size_t pruned = 0;
 

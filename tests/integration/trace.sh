@@ -19,7 +19,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 milter=${top_builddir:-$here/../..}/src/milter/tern-milter
 
 [ "$(id -u)" -eq 0 ] || tap_skip_all "must run as root (ternd drops privileges, postfix start)"
-for cmd in postfix swaks python3 pflogsumm; do
+for cmd in postfix swaks python3 pflogsumm mdb_stat; do
 	command -v "$cmd" >/dev/null || tap_skip_all "$cmd not installed"
 done
 ensure_tern_user || tap_skip_all "cannot create the tern user"

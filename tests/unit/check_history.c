@@ -194,7 +194,7 @@ static void put(size_t from, size_t to)
 	ck_assert_int_eq(store_write(st, put_range, r, err, sizeof(err)), 0);
 }
 
-/* index_fn - store_hist_index with n[0] as max; n[1] indexed, n[2] left */
+/* index_fn - store_hist_index with n[0] as keep; n[1] indexed, n[2] left */
 static int index_fn(struct store_txn *t, void *arg)
 {
 	size_t *n = arg;
@@ -204,10 +204,11 @@ static int index_fn(struct store_txn *t, void *arg)
 	return rc;
 }
 
-/* index_hist - index up to max records: how many were; left, how many wait */
-static size_t index_hist(size_t max, size_t *left)
+/* index_hist - index until keep records wait: how many were; left, how
+ * many wait then */
+static size_t index_hist(size_t keep, size_t *left)
 {
-	size_t n[3] = {max, 99, 99};
+	size_t n[3] = {keep, 99, 99};
 	char err[256];
 
 	ck_assert_int_eq(store_write(st, index_fn, n, err, sizeof(err)), 0);
@@ -244,7 +245,7 @@ static int prune_fn(struct store_txn *t, void *arg)
 	return rc;
 }
 
-/* _i: 0 nothing indexed yet; 1 everything indexed, in bounded steps;
+/* _i: 0 nothing indexed yet; 1 everything indexed, in two steps;
  * 2 the last three records indexed, then the first two (older) written */
 START_TEST(test_hist_store)
 {
@@ -260,16 +261,16 @@ START_TEST(test_hist_store)
 		put(0, 5);
 	} else if (_i == 1) {
 		put(0, 5);
-		ck_assert_uint_eq(index_hist(2, &left), 2);
+		ck_assert_uint_eq(index_hist(3, &left), 2);
 		ck_assert_uint_eq(left, 3);
-		ck_assert_uint_eq(index_hist(100, &left), 3);
+		ck_assert_uint_eq(index_hist(0, &left), 3);
 		ck_assert_uint_eq(left, 0);
-		ck_assert_uint_eq(index_hist(100, &left), 0);
+		ck_assert_uint_eq(index_hist(0, &left), 0);
 	} else {
 		put(2, 5);
-		ck_assert_uint_eq(index_hist(100, &left), 3);
+		ck_assert_uint_eq(index_hist(0, &left), 3);
 		put(0, 2);
-		ck_assert_uint_eq(index_hist(0, &left), 0);
+		ck_assert_uint_eq(index_hist(2, &left), 0);
 		ck_assert_uint_eq(left, 2);
 	}
 
@@ -303,6 +304,51 @@ START_TEST(test_hist_store)
 	ck_assert_str_eq(find('r', "bob@y.example"), "");
 	ck_assert_uint_eq(index_hist(0, &left), 0);
 	ck_assert_uint_eq(left, 0);	/* pruning took the pending marks too */
+}
+END_TEST
+
+/* put_many - *arg acceptances with 300 recipients each, r0@x.example ... r299@x.example */
+static int put_many(struct store_txn *t, void *arg)
+{
+	static char rcpts[300 * 16];
+	size_t len = 0;
+	int rc;
+
+	for (int r = 0; r < 300; r++)
+		len += (size_t)snprintf(rcpts + len, sizeof(rcpts) - len, "%sr%d@x.example",
+					r ? "\n" : "", r);
+	for (int i = 0; i < *(int *)arg; i++) {
+		char qid[QID_LEN + 1];
+		struct hist_rec h;
+
+		snprintf(qid, sizeof(qid), "00000000000%02d", i % 100);
+		h = accept_rec(qid, T0 + (uint64_t)i, 0xcc, "<many@example.org>", rcpts);
+		if ((rc = store_hist_put(t, &h)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* One store_hist_index call adds about STORE_HIST_INDEX_ENTRIES entries:
+ * records of 303 entries (q, t, m, 300 r) go four at a time. Lookups find
+ * the indexed and the pending ones alike, in queue id order. */
+START_TEST(test_hist_index_bounded)
+{
+	char err[256], want[512] = "";
+	int count = 10;
+	size_t left;
+
+	ck_assert_int_eq(store_write(st, put_many, &count, err, sizeof(err)), 0);
+	ck_assert_uint_eq(index_hist(0, &left), (STORE_HIST_INDEX_ENTRIES + 302) / 303);
+	ck_assert_uint_eq(left, 10 - (STORE_HIST_INDEX_ENTRIES + 302) / 303);
+	for (int i = 0; i < count; i++)
+		snprintf(want + strlen(want), sizeof(want) - strlen(want), "%s00000000000%02d/1/0",
+			 i ? " " : "", i);
+	ck_assert_str_eq(find('r', "r299@x.example"), want);
+	ck_assert_str_eq(find('t', "cccccccccccccccccccccccccccccccc"), want);
+	while (left > 0)
+		index_hist(0, &left);
+	ck_assert_str_eq(find('m', "<many@example.org>"), want);
 }
 END_TEST
 
@@ -366,6 +412,7 @@ int main(void)
 	suite_add_tcase(s, tc);
 	tcase_add_checked_fixture(ts, setup, teardown);
 	tcase_add_loop_test(ts, test_hist_store, 0, 3);
+	tcase_add_test(ts, test_hist_index_bounded);
 	tcase_add_test(ts, test_journal_store);
 	tcase_set_timeout(ts, 60);
 	suite_add_tcase(s, ts);
