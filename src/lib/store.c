@@ -221,6 +221,15 @@ static int store_grow(struct store *st, char *err, size_t errlen)
 	return MDB_PANIC;
 }
 
+/* write_error - the message for a write's result rc (none for 0) */
+static void write_error(int rc, char *err, size_t errlen)
+{
+	if (errlen > 0)
+		err[0] = '\0';
+	if (rc != 0)
+		snprintf(err, errlen, "queue database: %s", rc > 0 ? strerror(rc) : mdb_strerror(rc));
+}
+
 /* store_write - run fn in a write transaction and commit it durably */
 int store_write(struct store *st, store_write_fn fn, void *arg, char *err, size_t errlen)
 {
@@ -257,14 +266,29 @@ int store_write(struct store *st, store_write_fn fn, void *arg, char *err, size_
 		if ((rc = store_grow(st, err, errlen)) != 0)
 			break;
 	}
-	if (rc == MDB_PANIC && err[0] == '\0')
-		snprintf(err, errlen, "queue database: %s", mdb_strerror(rc));
-	else if (rc != 0 && rc != MDB_PANIC)
-		snprintf(err, errlen, "queue database: %s",
-			 rc > 0 ? strerror(rc) : mdb_strerror(rc));
+	if (rc != MDB_PANIC || err[0] == '\0')
+		write_error(rc, err, errlen);
 	/* After a failed meta page write LMDB refuses every transaction:
 	 * only a restart (and recovery) helps. */
 	return rc == 0 ? 0 : rc == MDB_PANIC ? STORE_PANIC : -1;
+}
+
+/* store_nested - fn in a transaction nested in t: what it writes joins t
+ * if it returns 0 and is dropped otherwise, and t goes on either way.
+ * Returns 0, or -1 with the reason in err. */
+int store_nested(struct store_txn *t, store_write_fn fn, void *arg, char *err, size_t errlen)
+{
+	struct store_txn child = {t->st, NULL};
+	int rc;
+
+	if ((rc = mdb_txn_begin(t->st->env, t->txn, 0, &child.txn)) == 0) {
+		if ((rc = fn(&child, arg)) == 0)
+			rc = mdb_txn_commit(child.txn);
+		else
+			mdb_txn_abort(child.txn);
+	}
+	write_error(rc, err, errlen);
+	return rc == 0 ? 0 : -1;
 }
 
 /* put - one key/value in a write transaction */

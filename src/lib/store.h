@@ -40,6 +40,8 @@ int store_reader_check(struct store *st);
 #define STORE_PANIC (-2)
 typedef int (*store_write_fn)(struct store_txn *txn, void *arg);
 int store_write(struct store *st, store_write_fn fn, void *arg, char *err, size_t errlen);
+/* Inside a write: fn's changes kept if it returns 0, dropped otherwise. */
+int store_nested(struct store_txn *txn, store_write_fn fn, void *arg, char *err, size_t errlen);
 
 int store_put_msg(struct store_txn *txn, const struct q_msg *m);
 int store_add_msg(struct store_txn *txn, const struct q_msg *m);

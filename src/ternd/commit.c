@@ -26,8 +26,9 @@
  * job is queued, one bounded transaction at a time, so that mail arriving
  * meanwhile waits for one at most (segment_rotate's transaction may run
  * alongside: LMDB takes them in turn). Under load that never pauses, once
- * more than HIST_INDEX_LAG records wait, the writer indexes the excess
- * after each batch: the backlog stays bounded.
+ * more than HIST_INDEX_LAG records wait, each batch indexes the excess in
+ * a nested transaction, so the backlog stays bounded, no extra flush is
+ * paid, and an indexing error never fails the batch.
  */
 #include "config.h"
 
@@ -96,6 +97,7 @@ struct batch {
 	int in_flight;			/* handed to the writer, not finished */
 	uint64_t started;		/* when the appender took it */
 	uint64_t unindexed;		/* history records waiting for their index, after */
+	char index_err[256];		/* why indexing in the batch failed ("": it did not) */
 };
 
 /* The hand-off between the stages: one batch waiting, one being written. */
@@ -144,6 +146,28 @@ static int hist_accept(struct store_txn *txn, const struct job *j)
 	return rc;
 }
 
+/* Indexing history until keep records wait, in at most steps calls of
+ * store_hist_index; left: how many wait then. */
+struct index_run {
+	uint64_t keep, left;
+	size_t steps;
+};
+
+/* index_down - the indexing of an index_run, in the transaction */
+static int index_down(struct store_txn *txn, void *arg)
+{
+	struct index_run *r = arg;
+	size_t n = 1;
+	int rc = 0;
+
+	for (size_t step = 0;; step++) {
+		r->left = store_hist_unindexed(txn);
+		if (rc != 0 || n == 0 || r->left <= r->keep || step == r->steps)
+			return rc;
+		rc = store_hist_index(txn, r->keep, &n);
+	}
+}
+
 /* batch_write - every record of the batch, in one transaction */
 static int batch_write(struct store_txn *txn, void *arg)
 {
@@ -189,6 +213,13 @@ static int batch_write(struct store_txn *txn, void *arg)
 	if (last_qid > ternd_last_qid && (rc = store_put_meta(txn, "last_qid", last_qid)) != 0)
 		return rc;
 	b->unindexed = store_hist_unindexed(txn);
+	b->index_err[0] = '\0';
+	if (b->unindexed > HIST_INDEX_LAG) {
+		struct index_run r = {HIST_INDEX_LAG, 0, SIZE_MAX};
+
+		if (store_nested(txn, index_down, &r, b->index_err, sizeof(b->index_err)) == 0)
+			b->unindexed = r.left;
+	}
 	if (last_qid > ternd_last_qid)
 		ternd_last_qid = last_qid;	/* the committer is the only writer */
 	return 0;
@@ -432,33 +463,17 @@ static int idle(void)
 	return yes;
 }
 
-/* Indexing down to keep waiting records; left: how many wait. */
-struct index_run {
-	uint64_t keep, left;
-};
-
-/* index_some - one transaction's worth of history index */
-static int index_some(struct store_txn *txn, void *arg)
+/* index_while_idle - index history records, a transaction at a time,
+ * for as long as idle() holds; how many wait then, 0 after an error
+ * (logged: tried again after the next batch) */
+static uint64_t index_while_idle(void)
 {
-	struct index_run *r = arg;
-	size_t n;
-	int rc = store_hist_index(txn, r->keep, &n);
-
-	r->left = store_hist_unindexed(txn);
-	return rc;
-}
-
-/* index_history - index history records, a transaction at a time, until
- * at most keep wait (when_idle: or until idle() ends); how many wait
- * then, 0 after an error (logged: tried again after the next batch) */
-static uint64_t index_history(uint64_t keep, int when_idle)
-{
-	struct index_run r = {keep, UINT64_MAX};
+	struct index_run r = {0, UINT64_MAX, 1};
 	char err[256];
 	int rc;
 
-	while (r.left > keep && (!when_idle || idle())) {
-		if ((rc = store_write(ternd.store, index_some, &r, err, sizeof(err))) == STORE_PANIC)
+	while (r.left > 0 && idle()) {
+		if ((rc = store_write(ternd.store, index_down, &r, err, sizeof(err))) == STORE_PANIC)
 			log_fatal("%s: stopping, so that a restart can recover the queue", err);
 		if (rc < 0) {
 			log_warning("history indexing failed: %s", err);
@@ -478,7 +493,7 @@ static void *writer_main(void *arg)
 		int rc, closed;
 
 		if (hist_unindexed && idle())
-			hist_unindexed = index_history(0, 1) > 0;
+			hist_unindexed = index_while_idle() > 0;
 		pthread_mutex_lock(&stage.lock);
 		if (hist_unindexed && stage.waiting == NULL && !stage.closed) {
 			/* records wait for their index: look for idleness again in a second */
@@ -510,11 +525,10 @@ static void *writer_main(void *arg)
 		 * still sound to append to. */
 		observe(b);
 		finish(b->jobs, b->n, rc < 0 ? -1 : 0, err);
-		if (rc == 0) {
+		if (rc == 0)
 			hist_unindexed = b->unindexed > 0;
-			if (b->unindexed > HIST_INDEX_LAG)
-				index_history(HIST_INDEX_LAG, 0);
-		}
+		if (rc == 0 && b->index_err[0])
+			log_warning("history indexing failed: %s", b->index_err);
 		if (rc == 0 && time(NULL) != last_prune) {
 			size_t pruned = 0;
 

@@ -846,6 +846,52 @@ START_TEST(test_meta)
 }
 END_TEST
 
+/* nested_child - put meta "child" = 2, then fail with *arg (0: succeed) */
+static int nested_child(struct store_txn *t, void *arg)
+{
+	int rc = store_put_meta(t, "child", 2);
+
+	return rc ? rc : *(int *)arg;
+}
+
+/* nested_fn - put meta "parent" = 1, then the child with *arg; the
+ * parent commits whatever the child did */
+static int nested_fn(struct store_txn *t, void *arg)
+{
+	char err[256];
+	int rc = store_put_meta(t, "parent", 1);
+
+	ck_assert_int_eq(rc, 0);
+	rc = store_nested(t, nested_child, arg, err, sizeof(err));
+	if (*(int *)arg == 0) {
+		ck_assert_int_eq(rc, 0);
+		ck_assert_str_eq(err, "");
+	} else {
+		ck_assert_int_eq(rc, -1);
+		ck_assert_str_eq(err, "queue database: Permission denied");
+	}
+	return 0;
+}
+
+/* A nested write's changes join its parent's if it succeeds and are
+ * dropped if it fails; the parent commits either way. */
+START_TEST(test_nested)
+{
+	char err[256];
+	uint64_t v = 99;
+	int fail = EACCES, ok = 0;
+
+	ck_assert_int_eq(store_write(st, nested_fn, &fail, err, sizeof(err)), 0);
+	ck_assert_int_eq(store_get_meta(st, "parent", &v), 0);
+	ck_assert_uint_eq(v, 1);
+	ck_assert_int_eq(store_get_meta(st, "child", &v), 0);
+	ck_assert_uint_eq(v, 0);		/* dropped */
+	ck_assert_int_eq(store_write(st, nested_fn, &ok, err, sizeof(err)), 0);
+	ck_assert_int_eq(store_get_meta(st, "child", &v), 0);
+	ck_assert_uint_eq(v, 2);
+}
+END_TEST
+
 /* notice_fn - put two notifications, one with an empty body; drop "gone" */
 static int notice_fn(struct store_txn *t, void *arg)
 {
@@ -1789,6 +1835,7 @@ int main(void)
 	tcase_add_test(tc, test_readonly);
 	tcase_add_test(tc, test_no_newer_tables);
 	tcase_add_test(tc, test_hist_marks);
+	tcase_add_test(tc, test_nested);
 	tcase_add_test(tc, test_notice_malformed);
 	tcase_add_test(tc, test_reopen);
 	tcase_add_test(tc, test_layout_migration);
