@@ -25,10 +25,11 @@
  * is not: a record's hidx entries (about three random keys, so a leaf page
  * each) would double the pages an acceptance writes. The record is noted
  * in hpend, whose keys, like hist's, mostly append; store_hist_index moves
- * pending records into hidx in batches, and lookups read the pending ones
- * as well (each once per lookup), so they find the same either way. hpend is keyed by the record
- * rather than marked by a position in hist, because records do not arrive
- * in time order (a delivery result is stamped before it is committed).
+ * pending records into hidx in batches, and lookups read all pending
+ * records as well, so they find the same either way. hpend is keyed by
+ * the record rather than marked by a position in hist, because records do
+ * not arrive in time order (a delivery result is stamped before it is
+ * committed).
  * A read-only open of a queue older than notice or hpend reads them as
  * empty.
  * Big-endian keys sort numerically. Must never hold a read transaction
@@ -274,8 +275,11 @@ int store_write(struct store *st, store_write_fn fn, void *arg, char *err, size_
 }
 
 /* store_nested - fn in a transaction nested in t: what it writes joins t
- * if it returns 0 and is dropped otherwise, and t goes on either way.
- * Returns 0, or -1 with the reason in err. */
+ * if it returns 0 and is dropped otherwise. Returns 0 (joined),
+ * STORE_DROPPED (too many pages for one transaction: dropped, t goes on),
+ * or fn's or LMDB's error, with the reason in err: t had better not go
+ * on then, except after MDB_MAP_FULL, which store_write grows the map
+ * for. */
 int store_nested(struct store_txn *t, store_write_fn fn, void *arg, char *err, size_t errlen)
 {
 	struct store_txn child = {t->st, NULL};
@@ -288,7 +292,7 @@ int store_nested(struct store_txn *t, store_write_fn fn, void *arg, char *err, s
 			mdb_txn_abort(child.txn);
 	}
 	write_error(rc, err, errlen);
-	return rc == 0 ? 0 : -1;
+	return rc == MDB_TXN_FULL ? STORE_DROPPED : rc;
 }
 
 /* put - one key/value in a write transaction */
@@ -1228,8 +1232,8 @@ uint64_t store_hist_unindexed(struct store_txn *t)
 	return mdb_stat(t->txn, t->st->hpend, &s) == 0 ? s.ms_entries : 0;
 }
 
-/* prune_record - a record older than *before_us, with its pending mark or
- * else its index entries; TAKE_STOP at the first younger one */
+/* prune_record - a record older than *before_us: its index entries and
+ * its pending mark, whichever it has; TAKE_STOP at the first younger one */
 static int prune_record(struct store_txn *t, const MDB_val *k, const MDB_val *v, void *arg)
 {
 	const uint64_t *before_us = arg;
@@ -1241,9 +1245,10 @@ static int prune_record(struct store_txn *t, const MDB_val *k, const MDB_val *v,
 	if (k->mv_size != HIST_KEY_LEN || be_get(k->mv_data, 8) >= *before_us)
 		return TAKE_STOP;
 	memcpy(key, k->mv_data, HIST_KEY_LEN);	/* LMDB's copy may move with the update */
-	if ((rc = mdb_del(t->txn, t->st->hpend, &pk, NULL)) != MDB_NOTFOUND)
-		return rc;	/* pending: never indexed */
-	return index_record(&r, &pk, v, hidx_del);
+	if ((rc = index_record(&r, &pk, v, hidx_del)) != 0)
+		return rc;
+	rc = mdb_del(t->txn, t->st->hpend, &pk, NULL);
+	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
 /* store_hist_prune - drop up to max records older than before_us; how many
@@ -1253,12 +1258,9 @@ int store_hist_prune(struct store_txn *t, uint64_t before_us, size_t max, size_t
 	return take_front(t, t->st->hist, max, n, prune_record, &before_us);
 }
 
-/* qid_add - add a queue id to a set, once */
+/* qid_add - add a queue id to a list */
 static void qid_add(char (**qids)[QID_LEN + 1], size_t *n, const void *qid)
 {
-	for (size_t i = 0; i < *n; i++)
-		if (memcmp((*qids)[i], qid, QID_LEN) == 0)
-			return;
 	*qids = xreallocarray(*qids, *n + 1, sizeof(**qids));
 	memcpy((*qids)[*n], qid, QID_LEN);
 	(*qids)[(*n)++][QID_LEN] = '\0';
@@ -1349,8 +1351,15 @@ int store_hist_find(struct store *st, char kind, const char *value, store_hist_f
 			hist_rec_clear(&h);
 		}
 	}
-	if (q.nqids > 1)
+	if (q.nqids > 1) {	/* in order, each once */
+		size_t u = 1;
+
 		qsort(q.qids, q.nqids, sizeof(*q.qids), qid_cmp);
+		for (size_t i = 1; i < q.nqids; i++)
+			if (qid_cmp(q.qids[i], q.qids[u - 1]) != 0)
+				memcpy(q.qids[u++], q.qids[i], sizeof(*q.qids));
+		q.nqids = u;
+	}
 	/* The messages' records: the indexed ones, then the pending ones. */
 	for (size_t i = 0; i < q.nqids; i++) {
 		unsigned char key[HIDX_KEY_MAX];

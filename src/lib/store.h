@@ -40,7 +40,9 @@ int store_reader_check(struct store *st);
 #define STORE_PANIC (-2)
 typedef int (*store_write_fn)(struct store_txn *txn, void *arg);
 int store_write(struct store *st, store_write_fn fn, void *arg, char *err, size_t errlen);
-/* Inside a write: fn's changes kept if it returns 0, dropped otherwise. */
+/* Inside a write: fn's changes kept if it returns 0, dropped otherwise
+ * (see store.c). t must have no cursor open; fn closes its own. */
+#define STORE_DROPPED (-3)
 int store_nested(struct store_txn *txn, store_write_fn fn, void *arg, char *err, size_t errlen);
 
 int store_put_msg(struct store_txn *txn, const struct q_msg *m);
@@ -91,7 +93,7 @@ void q_rcpts_free(struct q_rcpt **rcpts, size_t n);
  * its lookup index later, in batches: see store.c). */
 int store_hist_put(struct store_txn *txn, const struct hist_rec *h);
 /* index entries one store_hist_index call adds at most (then finishes the
- * record it is at): a transaction stays short however big the backlog */
+ * record it is at): a call stays short however big the backlog */
 #define STORE_HIST_INDEX_ENTRIES 1024
 int store_hist_index(struct store_txn *txn, uint64_t keep, size_t *n);
 uint64_t store_hist_unindexed(struct store_txn *txn);

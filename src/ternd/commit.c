@@ -26,9 +26,12 @@
  * job is queued, one bounded transaction at a time, so that mail arriving
  * meanwhile waits for one at most (segment_rotate's transaction may run
  * alongside: LMDB takes them in turn). Under load that never pauses, once
- * more than HIST_INDEX_LAG records wait, each batch indexes the excess in
- * a nested transaction, so the backlog stays bounded, no extra flush is
- * paid, and an indexing error never fails the batch.
+ * more than HIST_INDEX_LAG records wait, each batch indexes as many as it
+ * added, and HIST_INDEX_CATCHUP more, in a transaction nested in its own:
+ * the backlog stays bounded and no extra flush is paid. A nested
+ * transaction too big for LMDB is dropped and logged; a full map grows it
+ * as for any batch; any other error fails the batch, as LMDB may have
+ * left the batch's transaction unusable.
  */
 #include "config.h"
 
@@ -48,10 +51,12 @@
 #define HIST_RCPTS_MAX 60000		/* recipients listed in an acceptance record */
 #define PRUNE_MAX 1000			/* history records dropped per pass */
 #define HIST_INDEX_LAG 65536		/* history records left to index when busy */
+#define HIST_INDEX_CATCHUP 256		/* past it, indexed per batch beyond its own */
 
 static uint64_t ternd_last_qid;		/* the highest queue id recorded */
 static time_t last_reader_check;
 static time_t last_prune;
+static time_t last_index_warning;
 static int appender_waits;		/* the appender is in take_batch (ternd.lock) */
 static int hist_unindexed = 1;		/* records may wait for their index (writer) */
 
@@ -168,6 +173,26 @@ static int index_down(struct store_txn *txn, void *arg)
 	}
 }
 
+/* index_in_batch - past HIST_INDEX_LAG waiting history records, index
+ * what the batch added and HIST_INDEX_CATCHUP more (b->unindexed: how
+ * many waited before the batch; after, how many wait) */
+static int index_in_batch(struct store_txn *txn, struct batch *b)
+{
+	uint64_t before = b->unindexed;
+	struct index_run r = {HIST_INDEX_LAG, 0, SIZE_MAX};
+	int rc;
+
+	b->index_err[0] = '\0';
+	if ((b->unindexed = store_hist_unindexed(txn)) <= HIST_INDEX_LAG)
+		return 0;
+	if (before > HIST_INDEX_LAG + HIST_INDEX_CATCHUP)
+		r.keep = before - HIST_INDEX_CATCHUP;
+	rc = store_nested(txn, index_down, &r, b->index_err, sizeof(b->index_err));
+	if (rc == 0)
+		b->unindexed = r.left;
+	return rc == STORE_DROPPED ? 0 : rc;
+}
+
 /* batch_write - every record of the batch, in one transaction */
 static int batch_write(struct store_txn *txn, void *arg)
 {
@@ -175,6 +200,7 @@ static int batch_write(struct store_txn *txn, void *arg)
 	uint64_t last_qid = 0, v;
 	int rc;
 
+	b->unindexed = store_hist_unindexed(txn);	/* before the batch */
 	for (size_t i = 0; i < b->n; i++) {
 		struct job *j = b->jobs[i];
 
@@ -212,14 +238,8 @@ static int batch_write(struct store_txn *txn, void *arg)
 	}
 	if (last_qid > ternd_last_qid && (rc = store_put_meta(txn, "last_qid", last_qid)) != 0)
 		return rc;
-	b->unindexed = store_hist_unindexed(txn);
-	b->index_err[0] = '\0';
-	if (b->unindexed > HIST_INDEX_LAG) {
-		struct index_run r = {HIST_INDEX_LAG, 0, SIZE_MAX};
-
-		if (store_nested(txn, index_down, &r, b->index_err, sizeof(b->index_err)) == 0)
-			b->unindexed = r.left;
-	}
+	if ((rc = index_in_batch(txn, b)) != 0)
+		return rc;
 	if (last_qid > ternd_last_qid)
 		ternd_last_qid = last_qid;	/* the committer is the only writer */
 	return 0;
@@ -527,8 +547,10 @@ static void *writer_main(void *arg)
 		finish(b->jobs, b->n, rc < 0 ? -1 : 0, err);
 		if (rc == 0)
 			hist_unindexed = b->unindexed > 0;
-		if (rc == 0 && b->index_err[0])
-			log_warning("history indexing failed: %s", b->index_err);
+		if (b->index_err[0] && time(NULL) - last_index_warning >= 60) {
+			last_index_warning = time(NULL);	/* once a minute at most */
+			log_warning("history indexing in a commit failed: %s", b->index_err);
+		}
 		if (rc == 0 && time(NULL) != last_prune) {
 			size_t pruned = 0;
 

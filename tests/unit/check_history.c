@@ -307,7 +307,8 @@ START_TEST(test_hist_store)
 }
 END_TEST
 
-/* put_many - *arg acceptances with 300 recipients each, r0@x.example ... r299@x.example */
+/* put_many - *arg acceptances, later ones with lower queue ids, each to
+ * r0@x.example ... r299@x.example */
 static int put_many(struct store_txn *t, void *arg)
 {
 	static char rcpts[300 * 16];
@@ -321,7 +322,7 @@ static int put_many(struct store_txn *t, void *arg)
 		char qid[QID_LEN + 1];
 		struct hist_rec h;
 
-		snprintf(qid, sizeof(qid), "00000000000%02d", i % 100);
+		snprintf(qid, sizeof(qid), "00000000000%02u", (unsigned)(99 - i) % 100);
 		h = accept_rec(qid, T0 + (uint64_t)i, 0xcc, "<many@example.org>", rcpts);
 		if ((rc = store_hist_put(t, &h)) != 0)
 			return rc;
@@ -331,7 +332,8 @@ static int put_many(struct store_txn *t, void *arg)
 
 /* One store_hist_index call adds about STORE_HIST_INDEX_ENTRIES entries:
  * records of 303 entries (q, t, m, 300 r) go four at a time. Lookups find
- * the indexed and the pending ones alike, in queue id order. */
+ * the indexed and the pending ones alike, in queue id order (here the
+ * reverse of time order). */
 START_TEST(test_hist_index_bounded)
 {
 	char err[256], want[512] = "";
@@ -343,7 +345,7 @@ START_TEST(test_hist_index_bounded)
 	ck_assert_uint_eq(left, 10 - (STORE_HIST_INDEX_ENTRIES + 302) / 303);
 	for (int i = 0; i < count; i++)
 		snprintf(want + strlen(want), sizeof(want) - strlen(want), "%s00000000000%02d/1/0",
-			 i ? " " : "", i);
+			 i ? " " : "", 90 + i);
 	ck_assert_str_eq(find('r', "r299@x.example"), want);
 	ck_assert_str_eq(find('t', "cccccccccccccccccccccccccccccccc"), want);
 	while (left > 0)

@@ -867,7 +867,7 @@ static int nested_fn(struct store_txn *t, void *arg)
 		ck_assert_int_eq(rc, 0);
 		ck_assert_str_eq(err, "");
 	} else {
-		ck_assert_int_eq(rc, -1);
+		ck_assert_int_eq(rc, EACCES);
 		ck_assert_str_eq(err, "queue database: Permission denied");
 	}
 	return 0;
@@ -1392,6 +1392,7 @@ START_TEST(test_no_newer_tables)
 	ck_assert_msg(st != NULL, "read-only open without notice and hpend tables: %s", err);
 	ck_assert_int_eq(store_hist_find(st, 'q', QA, hist_count, &found), 1);
 	ck_assert_int_eq(found, 1);
+	ck_assert_int_eq(store_hist_find(st, 'r', "a@example.org", hist_count, &found), 0);
 	ck_assert_int_eq(store_count_notices(st, &n), 0);
 	ck_assert_uint_eq(n, 0);
 	ck_assert_int_eq(store_foreach_notice(st, notice_collect, &l), 0);
