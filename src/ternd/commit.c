@@ -22,10 +22,11 @@
  * the current one).
  *
  * History records are written with the batch; their lookup index is not
- * (see store.c). The writer adds it when it would otherwise wait: while no
- * job is queued, one bounded transaction at a time, so that mail arriving
- * meanwhile waits for one at most (segment_rotate's transaction may run
- * alongside: LMDB takes them in turn). Under load that never pauses, once
+ * (see store.c). The writer adds it when it would otherwise wait: once no
+ * batch has come for HIST_INDEX_QUIET_MS, and while no job is queued, one
+ * bounded transaction at a time, so that mail arriving meanwhile waits for
+ * one at most (segment_rotate's transaction may run alongside: LMDB takes
+ * them in turn). Under load that never pauses, once
  * more than HIST_INDEX_LAG records wait, each batch indexes as many as it
  * added, and HIST_INDEX_CATCHUP more, in a transaction nested in its own:
  * the backlog stays bounded and no extra flush is paid. A nested
@@ -52,6 +53,7 @@
 #define PRUNE_MAX 1000			/* history records dropped per pass */
 #define HIST_INDEX_LAG 65536		/* history records left to index when busy */
 #define HIST_INDEX_CATCHUP 256		/* past it, indexed per batch beyond its own */
+#define HIST_INDEX_QUIET_MS 10		/* no batch for that long: index while idle */
 
 static uint64_t ternd_last_qid;		/* the highest queue id recorded */
 static time_t last_reader_check;
@@ -510,18 +512,21 @@ static void *writer_main(void *arg)
 
 	for (;;) {
 		struct batch *b;
-		int rc, closed;
+		int rc, closed, quiet = 0;
 
-		if (hist_unindexed && idle())
-			hist_unindexed = index_while_idle() > 0;
 		pthread_mutex_lock(&stage.lock);
 		if (hist_unindexed && stage.waiting == NULL && !stage.closed) {
-			/* records wait for their index: look for idleness again in a second */
+			/* Records wait for their index: once no batch has come for
+			 * a while. Between the batches of a busy ternd the
+			 * appender may wait for jobs for a moment; indexing then
+			 * would hold up the next batch. */
 			struct timespec t;
 
 			clock_gettime(CLOCK_REALTIME, &t);
-			t.tv_sec += 1;
-			pthread_cond_timedwait(&stage.cond, &stage.lock, &t);
+			t.tv_nsec += HIST_INDEX_QUIET_MS * 1000000L;
+			t.tv_sec += t.tv_nsec / 1000000000L;
+			t.tv_nsec %= 1000000000L;
+			quiet = pthread_cond_timedwait(&stage.cond, &stage.lock, &t) == ETIMEDOUT;
 		} else {
 			stage_wait(stage.waiting != NULL || stage.closed);
 		}
@@ -532,8 +537,11 @@ static void *writer_main(void *arg)
 		pthread_mutex_unlock(&stage.lock);
 		if (b == NULL && closed)
 			break;	/* the appender stopped and nothing waits */
-		if (b == NULL)
+		if (b == NULL) {
+			if (quiet && idle())
+				hist_unindexed = index_while_idle() > 0;
 			continue;
+		}
 		rc = store_write(ternd.store, batch_write, b, err, sizeof(err));
 		if (rc == STORE_PANIC) {
 			finish(b->jobs, b->n, -1, err);
