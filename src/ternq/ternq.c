@@ -222,11 +222,17 @@ static int cmd_list(struct ternq *q)
 		return EXIT_USAGE;
 	}
 	if (!q->json) {
+		uint64_t notices = 0;
+
 		if (q->total_msgs == 0)
 			printf("Mail queue is empty\n");
 		else
 			printf("-- %llu Kbytes in %llu Request%s.\n", (q->total_bytes + 1023) / 1024,
 			       q->total_msgs, q->total_msgs == 1 ? "" : "s");
+		/* bounces whose notification ternd has not queued yet (its log says why) */
+		if (store_count_notices(q->store, &notices) == 0 && notices > 0)
+			printf("-- %llu non-delivery notification%s waiting to be queued.\n",
+			       (unsigned long long)notices, notices == 1 ? "" : "s");
 	}
 	return 0;
 }
