@@ -1309,8 +1309,9 @@ static void hkey_add(unsigned char (**keys)[HIST_KEY_LEN], size_t *n, const void
 /* store_hist_find - the history of the messages that kind ('q' queue id,
  * 't' trace id, 'm' Message-ID, 'r' recipient) and value name, message by
  * message in queue id order, each one's records in time order; fn's
- * non-zero return stops. Records still pending are found by reading each
- * of them once. Returns the number of records, or -1. */
+ * non-zero return stops. Records still pending are found by a pass over
+ * them all (decoding each, unless kind is 'q'). Returns the number of
+ * records, or -1. */
 int store_hist_find(struct store *st, char kind, const char *value, store_hist_fn fn, void *arg)
 {
 	struct hist_query q = {.nqids = 0};

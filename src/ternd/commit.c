@@ -176,15 +176,13 @@ static int index_down(struct store_txn *txn, void *arg)
 }
 
 /* index_in_batch - past HIST_INDEX_LAG waiting history records, index
- * what the batch added and HIST_INDEX_CATCHUP more (b->unindexed: how
- * many waited before the batch; after, how many wait) */
-static int index_in_batch(struct store_txn *txn, struct batch *b)
+ * what the batch added (before: how many waited before it) and
+ * HIST_INDEX_CATCHUP more; b->unindexed: how many wait then */
+static int index_in_batch(struct store_txn *txn, struct batch *b, uint64_t before)
 {
-	uint64_t before = b->unindexed;
 	struct index_run r = {HIST_INDEX_LAG, 0, SIZE_MAX};
 	int rc;
 
-	b->index_err[0] = '\0';
 	if ((b->unindexed = store_hist_unindexed(txn)) <= HIST_INDEX_LAG)
 		return 0;
 	if (before > HIST_INDEX_LAG + HIST_INDEX_CATCHUP)
@@ -199,10 +197,10 @@ static int index_in_batch(struct store_txn *txn, struct batch *b)
 static int batch_write(struct store_txn *txn, void *arg)
 {
 	struct batch *b = arg;
-	uint64_t last_qid = 0, v;
+	uint64_t last_qid = 0, v, unindexed = store_hist_unindexed(txn);
 	int rc;
 
-	b->unindexed = store_hist_unindexed(txn);	/* before the batch */
+	b->index_err[0] = '\0';	/* the batches are reused */
 	for (size_t i = 0; i < b->n; i++) {
 		struct job *j = b->jobs[i];
 
@@ -240,7 +238,7 @@ static int batch_write(struct store_txn *txn, void *arg)
 	}
 	if (last_qid > ternd_last_qid && (rc = store_put_meta(txn, "last_qid", last_qid)) != 0)
 		return rc;
-	if ((rc = index_in_batch(txn, b)) != 0)
+	if ((rc = index_in_batch(txn, b, unindexed)) != 0)
 		return rc;
 	if (last_qid > ternd_last_qid)
 		ternd_last_qid = last_qid;	/* the committer is the only writer */
