@@ -1,6 +1,10 @@
 /*
  * log - syslog (facility mail) and, in the foreground, stderr.
  *
+ * Under systemd, stderr is often the journal, which also receives
+ * syslog: when $JOURNAL_STREAM names stderr's device and inode (see
+ * systemd.exec(5)), lines go to syslog only, so each is logged once.
+ *
  * Must never allocate: it is what xalloc calls when memory runs out.
  */
 #include "config.h"
@@ -10,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,7 +38,21 @@ void log_init(const char *progname, const char *service)
 	log_service = service;
 }
 
-/* log_open - start logging to syslog under ident, optionally also stderr */
+/* stderr_is_journal - does $JOURNAL_STREAM ("DEV:INODE") name stderr */
+static int stderr_is_journal(void)
+{
+	const char *v = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+	int end = 0;
+
+	return v && sscanf(v, "%llu:%llu%n", &dev, &ino, &end) == 2 && v[end] == '\0'
+	    && fstat(STDERR_FILENO, &st) == 0 && (unsigned long long)st.st_dev == dev
+	    && (unsigned long long)st.st_ino == ino;
+}
+
+/* log_open - start logging to syslog under ident, optionally also stderr
+ * (unless stderr is the journal) */
 void log_open(const char *ident, int to_stderr, int verbose)
 {
 	static char ident_buf[128];
@@ -43,7 +62,7 @@ void log_open(const char *ident, int to_stderr, int verbose)
 	memcpy(log_ident, ident_buf, sizeof(log_ident));
 	openlog(ident_buf, LOG_PID | LOG_NDELAY, LOG_MAIL);
 	log_syslog = 1;
-	log_stderr = to_stderr;
+	log_stderr = to_stderr && !stderr_is_journal();
 	log_verb = verbose;
 }
 
