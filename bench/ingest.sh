@@ -13,6 +13,9 @@
 #               program, with flushes that cost nothing; not run unless
 #               named in SERVERS.  ternd/ternd-mem is what durability costs
 #               ternd, apart from everything else it does per message
+#     ternd-b   another build of ternd (TERND_B), run exactly like ternd:
+#               for comparing two builds in the same run; not run unless
+#               named in SERVERS
 #
 # ternd's state and spool and Postfix's queue are on the same real file
 # system, below BENCH_TMPDIR (not tmpfs: durability costs are the point).
@@ -72,6 +75,7 @@
 #     FSYNC_PROBES [200]  iterations of the fdatasync latency probe
 #     RUN_TIMEOUT [900] seconds before a client is considered stuck
 #     TERND, TERNQ, SMTP_BLAST  binaries [in-tree, else build/]
+#     TERND_B           the ternd-b binary (required with ternd-b)
 #
 # Output: the exact command, environment facts, one line per run and a
 # summary.  Not a test: no TAP; exits non-zero only if a run fails (a
@@ -98,6 +102,7 @@ SERVERS=${SERVERS:-ternd postfix sink}
 BENCH_TMPDIR=${BENCH_TMPDIR:-/var/tmp}
 
 ternd_bin=${TERND:-$(built src/ternd/ternd)}
+ternd_b_bin=${TERND_B:-}
 ternq_bin=${TERNQ:-$(built src/ternq/ternq)}
 blast_bin=${SMTP_BLAST:-$(built bench/smtp-blast)}
 
@@ -112,7 +117,10 @@ require_uint MESSAGES SESSIONS SIZE ROUNDS WARMUP FSYNC_PROBES RUN_TIMEOUT
 [ "$MESSAGES" -gt 0 ] && [ "$ROUNDS" -gt 0 ] && [ "$SESSIONS" -gt 0 ] ||
 	die "MESSAGES, SESSIONS and ROUNDS must be > 0"
 for c in $CLIENTS; do case $c in source | blast | bdat) ;; *) die "unknown client $c" ;; esac; done
-for s in $SERVERS; do case $s in ternd | ternd-mem | postfix | sink) ;; *) die "unknown server $s" ;; esac; done
+for s in $SERVERS; do case $s in ternd | ternd-mem | ternd-b | postfix | sink) ;; *) die "unknown server $s" ;; esac; done
+if [[ " $SERVERS " == *" ternd-b "* ]]; then
+	[ -x "$ternd_b_bin" ] || die "ternd-b needs TERND_B, an executable ternd"
+fi
 [ -d "$BENCH_TMPDIR" ] && [ -w "$BENCH_TMPDIR" ] || die "BENCH_TMPDIR $BENCH_TMPDIR is not a writable directory"
 fstype=$(df --output=fstype "$BENCH_TMPDIR" | tail -n 1 | tr -d ' ')
 case $fstype in
@@ -191,7 +199,7 @@ pf_incoming() {
 # server_count - print how many messages the running server holds/counted
 server_count() {
 	case $1 in
-	ternd | ternd-mem) ternd_count ;;
+	ternd*) ternd_count ;;
 	postfix) pf_incoming ;;
 	sink) sink_count "$srv_dir/sink.out" ;;
 	esac
@@ -202,13 +210,16 @@ server_start() {
 	srv_dir=$(tap_tmpdir) || die "mktemp failed"
 	srv_pid=
 	case $1 in
-	ternd | ternd-mem)
+	ternd*)
 		if [ "$1" = ternd-mem ]; then
 			rm -rf "$srv_dir"
 			srv_dir=$(mktemp -d /dev/shm/tern-bench.XXXXXX) && chmod 0755 "$srv_dir" ||
 				die "mktemp in /dev/shm failed"
+			tap_on_exit "rm -rf $srv_dir"	# also after Ctrl-C
 		fi
-		ternd_setup "$srv_dir/ternd" || die "ternd did not start"
+		_ternd_bin=$top/bin/src/ternd/ternd
+		[ "$1" = ternd-b ] && _ternd_bin=$top/bin/src/ternd/ternd-b
+		ternd_setup "$srv_dir/ternd" || die "$1 did not start"
 		srv_port=$TERND_PORT
 		srv_pid=$TERND_PID
 		;;
@@ -240,8 +251,8 @@ server_start() {
 # server_stop - stop SERVER and remove its files
 server_stop() {
 	case $1 in
-	ternd | ternd-mem)
-		ternd_stop || die "ternd exit status $? at stop: $(tail -n 5 "$TERND_LOG")"
+	ternd*)
+		ternd_stop || die "$1 exit status $? at stop: $(tail -n 5 "$TERND_LOG")"
 		;;
 	postfix)
 		if pgrep -g "$srv_pid" -x qmgr >/dev/null; then
@@ -319,7 +330,7 @@ run_one() {
 	run_client "$client" "$MESSAGES"
 	t1=$(proc_cpu_ticks "$srv_pid")
 	cpu1=$(cpu_snapshot)
-	[ "${server%-mem}" = ternd ] && cpu_s=$(awk -v t=$((t1 - t0)) -v hz="$clk_tck" 'BEGIN { printf "%.2f", t / hz }')
+	[[ $server == ternd* ]] && cpu_s=$(awk -v t=$((t1 - t0)) -v hz="$clk_tck" 'BEGIN { printf "%.2f", t / hz }')
 	got=$(wait_count "$server" "$MESSAGES")
 	[ "$r_ok" = 1 ] || die "run $round $client/$server failed: $(tail -n 5 "$top/client.out")"
 	[ "$got" -eq "$MESSAGES" ] ||
@@ -340,6 +351,9 @@ setup() {
 	top=$(tap_tmpdir) || die "mktemp failed"
 	# Private copies: a concurrent rebuild cannot change them under us.
 	bench_copy_tern "$top" "$ternd_bin" "$ternq_bin" "$blast_bin"
+	if [ -n "$ternd_b_bin" ]; then
+		cp "$ternd_b_bin" "$top/bin/src/ternd/ternd-b" || die "cannot copy $ternd_b_bin"
+	fi
 	blast=$top/bin/smtp-blast
 }
 
@@ -355,6 +369,8 @@ bench_facts
 echo "postfix:  $(postconf -d mail_version)"
 bench_tree
 echo "tern:     $("$ternd_bin" -V 2>&1) ($ternd_bin, sha256 $(sha "$ternd_bin"))"
+[[ " $SERVERS " == *" ternd-b "* ]] &&
+	echo "ternd-b:  $("$ternd_b_bin" -V 2>&1) ($ternd_b_bin, sha256 $(sha "$ternd_b_bin"))"
 echo "blast:    $blast_bin, sha256 $(sha "$blast_bin")"
 
 setup
@@ -433,20 +449,25 @@ for c in $CLIENTS; do
 	printf '%-6s ternd/postfix %-14s ternd/sink %-14s ternd rates %s\n' "$c" \
 		"$(minmax "${qp[@]}")" "$(minmax "${qs[@]}")" "$(minmax "${rt[@]}")"
 done
-if [[ " $SERVERS " == *" ternd-mem "* ]]; then
+# versus VARIANT TITLE - ternd against another ternd server, medians
+versus() {
+	[[ " $SERVERS " == *" $1 "* ]] || return 0
 	echo
-	echo "== what durability costs ternd: ternd (disk) / ternd-mem (tmpfs), medians"
+	echo "== $2"
 	for c in $CLIENTS; do
 		# shellcheck disable=SC2086
 		{
 			mt=$(median ${rates[$c/ternd]:-})
-			mm=$(median ${rates[$c/ternd-mem]:-})
-			lm99=$(median ${p99s[$c/ternd-mem]:-})
+			mv=$(median ${rates[$c/$1]:-})
+			lt99=$(median ${p99s[$c/ternd]:-})
+			lv99=$(median ${p99s[$c/$1]:-})
 		}
-		printf '%-6s ternd %s msgs/s, ternd-mem %s msgs/s (P99 %s ms): %s\n' "$c" "$mt" "$mm" \
-			"$lm99" "$(ratio "$mt" "$mm")"
+		printf '%-6s ternd %s msgs/s (P99 %s ms), %s %s msgs/s (P99 %s ms): %s\n' "$c" "$mt" \
+			"$lt99" "$1" "$mv" "$lv99" "$(ratio "$mt" "$mv")"
 	done
-fi
+}
+versus ternd-mem "what durability costs ternd: ternd (disk) / ternd-mem (tmpfs), medians"
+versus ternd-b "two builds: ternd / ternd-b, medians"
 echo
 echo "== targets"
 for c in $CLIENTS; do

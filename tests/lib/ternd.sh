@@ -17,6 +17,8 @@
 #
 # TERND_BIN and TERNQ_BIN, when set before sourcing, name the programs to
 # run (the install test runs the installed ones); default: the build's.
+# ternd_start runs _ternd_bin, which a benchmark comparing two builds sets
+# before each start.
 
 _ternd_bin=${TERND_BIN:-${top_builddir:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}/src/ternd/ternd}
 _ternq_bin=${TERNQ_BIN:-${top_builddir:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}/src/ternq/ternq}
