@@ -31,10 +31,7 @@ void qshape_add_bucket(struct qshape *s, const char *key, size_t b, unsigned lon
 	for (i = 0; i < s->n && strcasecmp(s->rows[i].key, key) != 0; i++)
 		;
 	if (i == s->n) {
-		if (s->n == s->cap) {
-			s->cap = s->cap ? 2 * s->cap : 16;
-			s->rows = xreallocarray(s->rows, s->cap, sizeof(*s->rows));
-		}
+		s->rows = xgrowarray(s->rows, &s->cap, s->n + 1, sizeof(*s->rows));
 		memset(&s->rows[s->n], 0, sizeof(s->rows[0]));
 		s->rows[s->n++].key = xstrdup(key);
 	}

@@ -811,10 +811,7 @@ static int load_rcpts(struct store *st, MDB_txn *txn, const char *qid,
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
 	     rc == 0 && k.mv_size == RCPT_KEY_LEN && memcmp(k.mv_data, qid, QID_LEN) == 0;
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		if (*n == cap) {
-			cap = cap ? cap * 2 : 4;
-			*rcpts = xreallocarray(*rcpts, cap, sizeof(**rcpts));
-		}
+		*rcpts = xgrowarray(*rcpts, &cap, *n + 1, sizeof(**rcpts));
 		if (q_rcpt_decode(v.mv_data, v.mv_size, &(*rcpts)[*n]) == 0)
 			(*n)++;
 	}
@@ -1258,21 +1255,21 @@ int store_hist_prune(struct store_txn *t, uint64_t before_us, size_t max, size_t
 	return take_front(t, t->st->hist, max, n, prune_record, &before_us);
 }
 
-/* qid_add - add a queue id to a list */
-static void qid_add(char (**qids)[QID_LEN + 1], size_t *n, const void *qid)
-{
-	*qids = xreallocarray(*qids, *n + 1, sizeof(**qids));
-	memcpy((*qids)[*n], qid, QID_LEN);
-	(*qids)[(*n)++][QID_LEN] = '\0';
-}
-
 /* A lookup: the index key sought, and the queue ids found. */
 struct hist_query {
 	unsigned char key[HIDX_KEY_MAX];
 	size_t klen;
 	char (*qids)[QID_LEN + 1];
-	size_t nqids;
+	size_t nqids, cap;
 };
+
+/* qid_add - add a queue id to the lookup's list */
+static void qid_add(struct hist_query *q, const void *qid)
+{
+	q->qids = xgrowarray(q->qids, &q->cap, q->nqids + 1, sizeof(*q->qids));
+	memcpy(q->qids[q->nqids], qid, QID_LEN);
+	q->qids[q->nqids++][QID_LEN] = '\0';
+}
 
 /* query_match - an index entry of a pending record: is it the one sought? */
 static int query_match(void *arg, char kind, const char *value, const void *data, size_t dlen)
@@ -1300,9 +1297,9 @@ static int hkey_cmp(const void *a, const void *b)
 }
 
 /* hkey_add - one more hist key */
-static void hkey_add(unsigned char (**keys)[HIST_KEY_LEN], size_t *n, const void *key)
+static void hkey_add(unsigned char (**keys)[HIST_KEY_LEN], size_t *n, size_t *cap, const void *key)
 {
-	*keys = xreallocarray(*keys, *n + 1, sizeof(**keys));
+	*keys = xgrowarray(*keys, cap, *n + 1, sizeof(**keys));
 	memcpy((*keys)[(*n)++], key, HIST_KEY_LEN);
 }
 
@@ -1317,7 +1314,7 @@ int store_hist_find(struct store *st, char kind, const char *value, store_hist_f
 	struct hist_query q = {.nqids = 0};
 	unsigned char (*hkeys)[HIST_KEY_LEN] = NULL;
 	struct hist_rec *recs = NULL;
-	size_t nrecs = 0, nkeys = 0;
+	size_t nrecs = 0, rcap = 0, nkeys = 0, kcap = 0;
 	MDB_txn *txn;
 	MDB_cursor *cur, *pend = NULL;
 	MDB_val k, v, hv;
@@ -1332,14 +1329,14 @@ int store_hist_find(struct store *st, char kind, const char *value, store_hist_f
 		return -1;
 	}
 	if (kind == 'q') {
-		qid_add(&q.qids, &q.nqids, value);
+		qid_add(&q, value);
 	} else {
 		k.mv_size = q.klen;
 		k.mv_data = q.key;
 		for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_KEY); rc == 0;
 		     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT_DUP))
 			if (v.mv_size == QID_LEN)
-				qid_add(&q.qids, &q.nqids, v.mv_data);
+				qid_add(&q, v.mv_data);
 		for (rc = pend ? mdb_cursor_get(pend, &k, &v, MDB_FIRST) : MDB_NOTFOUND; rc == 0;
 		     rc = mdb_cursor_get(pend, &k, &v, MDB_NEXT)) {
 			struct hist_rec h;
@@ -1348,7 +1345,7 @@ int store_hist_find(struct store *st, char kind, const char *value, store_hist_f
 			    || hist_rec_decode(hv.mv_data, hv.mv_size, &h) != 0)
 				continue;
 			if (hist_entries(&h, k.mv_data, query_match, &q))
-				qid_add(&q.qids, &q.nqids, h.qid);
+				qid_add(&q, h.qid);
 			hist_rec_clear(&h);
 		}
 	}
@@ -1370,13 +1367,13 @@ int store_hist_find(struct store *st, char kind, const char *value, store_hist_f
 		for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_KEY); rc == 0;
 		     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT_DUP))
 			if (v.mv_size == HIST_KEY_LEN)
-				hkey_add(&hkeys, &nkeys, v.mv_data);
+				hkey_add(&hkeys, &nkeys, &kcap, v.mv_data);
 	}
 	for (rc = pend && q.nqids ? mdb_cursor_get(pend, &k, &v, MDB_FIRST) : MDB_NOTFOUND;
 	     rc == 0; rc = mdb_cursor_get(pend, &k, &v, MDB_NEXT))
 		if (k.mv_size == HIST_KEY_LEN
 		    && bsearch((const char *)k.mv_data + 8, q.qids, q.nqids, sizeof(*q.qids), qid_cmp))
-			hkey_add(&hkeys, &nkeys, k.mv_data);
+			hkey_add(&hkeys, &nkeys, &kcap, k.mv_data);
 	if (nkeys > 1)
 		qsort(hkeys, nkeys, sizeof(*hkeys), hkey_cmp);
 	for (size_t i = 0; i < nkeys; i++) {
@@ -1386,7 +1383,7 @@ int store_hist_find(struct store *st, char kind, const char *value, store_hist_f
 			continue;	/* indexed and still marked pending: once */
 		if (mdb_get(txn, st->hist, &hk, &hv) != 0)
 			continue;
-		recs = xreallocarray(recs, nrecs + 1, sizeof(*recs));
+		recs = xgrowarray(recs, &rcap, nrecs + 1, sizeof(*recs));
 		if (hist_rec_decode(hv.mv_data, hv.mv_size, &recs[nrecs]) == 0)
 			nrecs++;
 	}

@@ -196,7 +196,7 @@ int journal_db_find(struct journal_db *db, char kind, const void *key, size_t kl
 	MDB_val k = {1 + (klen < JIDX_MAX ? klen : JIDX_MAX), ik}, v;
 	MDB_cursor *cur;
 	MDB_txn *txn;
-	size_t n = 0;
+	size_t n = 0, cap = 0;
 	int rc, stop = 0;
 
 	ik[0] = (unsigned char)kind;
@@ -213,7 +213,7 @@ int journal_db_find(struct journal_db *db, char kind, const void *key, size_t kl
 
 		if (mdb_get(txn, db->jrnl, &jk, &jv) != 0)
 			continue;
-		recs = xreallocarray(recs, n + 1, sizeof(*recs));
+		recs = xgrowarray(recs, &cap, n + 1, sizeof(*recs));
 		if (journal_rec_decode(jv.mv_data, jv.mv_size, &recs[n]) == 0)
 			n++;
 	}

@@ -39,6 +39,21 @@ void *xcalloc(size_t count, size_t size)
 	return p;
 }
 
+/* xgrowarray - an array with room for at least need elements, *cap
+ * being its room so far: it doubles, so n appends cost O(n) copies */
+void *xgrowarray(void *p, size_t *cap, size_t need, size_t size)
+{
+	size_t c = *cap ? *cap : 8;
+
+	if (need <= *cap)
+		return p;
+	while (c < need)
+		c = c > SIZE_MAX / 2 ? need : 2 * c;
+	p = xreallocarray(p, c, size);
+	*cap = c;
+	return p;
+}
+
 /* xreallocarray - resize an array, checking count * size for overflow */
 void *xreallocarray(void *p, size_t count, size_t size)
 {

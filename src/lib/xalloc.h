@@ -14,6 +14,7 @@
 void *xmalloc(size_t n);
 void *xcalloc(size_t count, size_t size);
 void *xreallocarray(void *p, size_t count, size_t size);
+void *xgrowarray(void *p, size_t *cap, size_t need, size_t size);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

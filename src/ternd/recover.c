@@ -28,7 +28,7 @@ struct seg_list {
 	size_t n, cap;
 	int damaged;
 	uint64_t *cut;			/* segments that had bytes past their end */
-	size_t ncut;
+	size_t ncut, cutcap;
 };
 
 /* A message whose body is to be checked against its digest. */
@@ -36,7 +36,7 @@ struct check {
 	struct seg_list *l;
 	unsigned checked, bad;
 	char (*hold)[QID_LEN + 1];
-	size_t nhold;
+	size_t nhold, holdcap;
 };
 
 /* keep_seg - remember a segment the database knows */
@@ -45,16 +45,13 @@ static int keep_seg(const struct store_seg *seg, void *arg)
 	struct seg_list *l = arg;
 	int rc;
 
-	if (l->n == l->cap) {
-		l->cap = l->cap ? 2 * l->cap : 64;
-		l->ids = xreallocarray(l->ids, l->cap, sizeof(*l->ids));
-	}
+	l->ids = xgrowarray(l->ids, &l->cap, l->n + 1, sizeof(*l->ids));
 	l->ids[l->n++] = seg->id;
 	if (seg->live == 0)
 		return 0;	/* removed below */
 	rc = spool_seg_truncate(ternd.spool, seg->id, seg->length);
 	if (rc == 1) {		/* a crash during an append: check what precedes it */
-		l->cut = xreallocarray(l->cut, l->ncut + 1, sizeof(*l->cut));
+		l->cut = xgrowarray(l->cut, &l->cutcap, l->ncut + 1, sizeof(*l->cut));
 		l->cut[l->ncut++] = seg->id;
 	}
 	if (rc < 0) {
@@ -109,7 +106,7 @@ static int check_one(const struct q_msg *m, const struct q_rcpt *r, size_t n, vo
 		log_error("%s: body does not match its digest: holding it (ternq show %s)",
 			  m->qid, m->qid);
 		c->bad++;
-		c->hold = xreallocarray(c->hold, c->nhold + 1, sizeof(*c->hold));
+		c->hold = xgrowarray(c->hold, &c->holdcap, c->nhold + 1, sizeof(*c->hold));
 		memcpy(c->hold[c->nhold++], m->qid, QID_LEN + 1);
 	}
 	return 0;
@@ -161,10 +158,7 @@ static int empty_seg(const struct store_seg *seg, void *arg)
 	struct seg_list *l = arg;
 
 	if (seg->live == 0) {
-		if (l->n == l->cap) {
-			l->cap = l->cap ? 2 * l->cap : 64;
-			l->ids = xreallocarray(l->ids, l->cap, sizeof(*l->ids));
-		}
+		l->ids = xgrowarray(l->ids, &l->cap, l->n + 1, sizeof(*l->ids));
 		l->ids[l->n++] = seg->id;
 	}
 	return 0;

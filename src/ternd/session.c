@@ -374,10 +374,7 @@ static void do_rcpt(struct session *s, const struct smtp_cmd *cmd)
 		      cmd->addr);
 		return;
 	}
-	if (s->nrcpts == s->rcpt_cap) {
-		s->rcpt_cap = s->rcpt_cap ? 2 * s->rcpt_cap : 8;
-		s->rcpts = xreallocarray(s->rcpts, s->rcpt_cap, sizeof(*s->rcpts));
-	}
+	s->rcpts = xgrowarray(s->rcpts, &s->rcpt_cap, s->nrcpts + 1, sizeof(*s->rcpts));
 	r = &s->rcpts[s->nrcpts];
 	memset(r, 0, sizeof(*r));
 	r->idx = (uint32_t)s->nrcpts++;

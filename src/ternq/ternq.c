@@ -427,10 +427,7 @@ static int collect_id(const struct q_msg *m, const struct q_rcpt *r, size_t n, v
 
 	(void)r;
 	(void)n;
-	if (l->n == l->cap) {
-		l->cap = l->cap ? 2 * l->cap : 64;
-		l->ids = xreallocarray(l->ids, l->cap, sizeof(*l->ids));
-	}
+	l->ids = xgrowarray(l->ids, &l->cap, l->n + 1, sizeof(*l->ids));
 	l->ids[l->n++] = xstrdup(m->qid);
 	return 0;
 }
