@@ -3,7 +3,11 @@
  *
  * Under systemd, stderr is often the journal, which also receives
  * syslog: when $JOURNAL_STREAM names stderr's device and inode (see
- * systemd.exec(5)), lines go to syslog only, so each is logged once.
+ * systemd.exec(5)), lines go to syslog only, so each is logged once. A
+ * fatal line goes to stderr too: journald ties a syslog line to its unit
+ * by the sender's cgroup, which a process that has just exited no longer
+ * has, so without the stderr copy "systemctl status" could miss the
+ * reason it stopped.
  *
  * Must never allocate: it is what xalloc calls when memory runs out.
  */
@@ -23,7 +27,8 @@
 static const char *log_prog = "tern";
 static const char *log_service = "tern";
 static int log_syslog;
-static int log_stderr = 1;
+static int log_stderr = 1;		/* every line to stderr */
+static int log_stderr_fatal = 1;	/* fatal lines to stderr */
 static int log_verb;
 static int log_fd = -1;			/* log_file, or -1 */
 static char log_ident[128];
@@ -62,6 +67,7 @@ void log_open(const char *ident, int to_stderr, int verbose)
 	memcpy(log_ident, ident_buf, sizeof(log_ident));
 	openlog(ident_buf, LOG_PID | LOG_NDELAY, LOG_MAIL);
 	log_syslog = 1;
+	log_stderr_fatal = to_stderr;
 	log_stderr = to_stderr && !stderr_is_journal();
 	log_verb = verbose;
 }
@@ -115,7 +121,7 @@ void log_close(void)
 	if (log_syslog)
 		closelog();
 	log_syslog = 0;
-	log_stderr = 1;
+	log_stderr = log_stderr_fatal = 1;
 }
 
 /* log_verbose - are debug messages wanted */
@@ -140,7 +146,7 @@ void log_vmsg(int prio, const char *fmt, va_list ap)
 		syslog(prio, "%s%s", level[prio & 7], buf);
 	if (log_fd >= 0 && log_ident[0])
 		log_file_line(level[prio & 7], buf);
-	if (log_stderr)
+	if (log_stderr || (log_stderr_fatal && (prio & 7) <= LOG_CRIT))
 		fprintf(stderr, "%s: %s%s\n", log_prog, level[prio & 7], buf);
 }
 

@@ -6,8 +6,9 @@
 #      receives syslog), lines go to syslog and log_file only: each line
 #      reaches the journal once
 #   3. a JOURNAL_STREAM that names another file changes nothing
-#   4. an error before logging starts (a bad configuration file) still
-#      goes to stderr, journal or not
+#   4. a fatal error still goes to stderr when it is the journal (a second
+#      instance finds the first running), and so does an error before
+#      logging starts (a bad configuration file)
 # log_file shows what was logged; no syslog daemon is needed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -45,7 +46,8 @@ _started() {
 # run PROGRAM DIR JOURNAL - run PROGRAM -f with stderr to DIR/stderr and
 # JOURNAL_STREAM set to JOURNAL (empty: unset; "self": DIR/stderr's
 # DEV:INODE) until its start line is in log_file, then stop it; prints
-# how many start lines stderr got
+# how many start lines stderr got, or "nostart". With a command as the
+# fourth argument, runs it while the daemon is up.
 run() {
 	local prog=$1 dir=$2 journal=$3 pid pattern=": started: " before
 	[ "$prog" = "$milter" ] && pattern=": starting on "
@@ -60,11 +62,26 @@ run() {
 	) &
 	pid=$!
 	tap_bg_register $pid
-	wait_until 15 _started "$dir" "$pattern" "$before" ||
+	if ! wait_until 15 _started "$dir" "$pattern" "$before"; then
 		sed "s/^/# /" "$dir/stderr" >&2
+		echo nostart
+	else
+		[ -z "${4:-}" ] || "$4"
+		grep -c "$pattern" "$dir/stderr"
+	fi
 	kill -TERM $pid 2>/dev/null
 	wait $pid 2>/dev/null
-	grep -c "$pattern" "$dir/stderr"
+}
+
+# second - start another instance on the same configuration, its stderr
+# the journal by JOURNAL_STREAM, while the first runs: it must stop with a
+# fatal error (within 10 s), which must reach its stderr
+second() {
+	local rc=0
+	: >"$d/second"
+	JOURNAL_STREAM=$(stat -c %d:%i "$d/second") timeout 10 "$bin" -f -c "$d/tern.conf" \
+		2>>"$d/second" >/dev/null </dev/null || rc=$?
+	echo "$rc" >"$d/second.rc"
 }
 
 for prog in ternd milter; do
@@ -74,15 +91,20 @@ for prog in ternd milter; do
 	conf "$d"
 	tap_is "$prog: without JOURNAL_STREAM the start line goes to stderr" "$(run "$bin" "$d" "")" 1
 	tap_is "$prog: with JOURNAL_STREAM naming stderr, not to stderr" "$(run "$bin" "$d" self)" 0
-	tap_is "$prog: ... but to log_file (syslog's copy), once per start" \
+	tap_is "$prog: ... but to log_file, once per start" \
 		"$(grep -cE ": (started:|starting on) " "$d/log")" 2
 	tap_is "$prog: a JOURNAL_STREAM naming another file changes nothing" \
 		"$(run "$bin" "$d" "$(stat -c %d:%i "$top/trace.key")")" 1
+	run "$bin" "$d" "" second >/dev/null
+	tap_like "$prog: a second instance stops with a fatal error on stderr, the journal" \
+		"$(cat "$d/second.rc") $(grep -c ': fatal: ' "$d/second")" "^[1-9][0-9]* 1$"
 	# A configuration error comes before logging starts: stderr, always.
-	echo "no_such_parameter = 1" >>"$d/tern.conf"
+	sed -i '1a no_such_parameter = 1' "$d/tern.conf"	# in [global]
 	: >"$d/err"
-	JOURNAL_STREAM=$(stat -c %d:%i "$d/err") "$bin" -f -c "$d/tern.conf" 2>>"$d/err" >/dev/null </dev/null
-	tap_like "$prog: a configuration error still goes to stderr, the journal" \
-		"$(cat "$d/err")" "no_such_parameter"
+	rc=0
+	JOURNAL_STREAM=$(stat -c %d:%i "$d/err") timeout 10 "$bin" -f -c "$d/tern.conf" \
+		2>>"$d/err" >/dev/null </dev/null || rc=$?
+	tap_is "$prog: a configuration error exits with status 2" "$rc" 2
+	tap_like "$prog: ... and goes to stderr, the journal" "$(cat "$d/err")" "no_such_parameter"
 done
 tap_done
