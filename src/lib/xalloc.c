@@ -43,12 +43,12 @@ void *xcalloc(size_t count, size_t size)
  * being its room so far: it doubles, so n appends cost O(n) copies */
 void *xgrowarray(void *p, size_t *cap, size_t need, size_t size)
 {
-	size_t c = *cap ? *cap : 8;
+	size_t c = *cap ? *cap : 8, most = SIZE_MAX / (size ? size : 1);
 
 	if (need <= *cap)
 		return p;
 	while (c < need)
-		c = c > SIZE_MAX / 2 ? need : 2 * c;
+		c = c > most / 2 ? need : 2 * c;	/* past most: xreallocarray exits */
 	p = xreallocarray(p, c, size);
 	*cap = c;
 	return p;

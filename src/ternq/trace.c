@@ -33,9 +33,9 @@ struct event {
 
 struct found {
 	struct event *ev;
-	size_t n;
+	size_t n, cap;
 	unsigned char (*traces)[16];	/* trace ids seen */
-	size_t ntraces;
+	size_t ntraces, traces_cap;
 };
 
 /* add_trace - remember a trace id once; a zero one is no trace */
@@ -48,7 +48,7 @@ static void add_trace(struct found *f, const unsigned char id[16])
 	for (size_t i = 0; i < f->ntraces; i++)
 		if (memcmp(f->traces[i], id, 16) == 0)
 			return;
-	f->traces = xreallocarray(f->traces, f->ntraces + 1, sizeof(*f->traces));
+	f->traces = xgrowarray(f->traces, &f->traces_cap, f->ntraces + 1, sizeof(*f->traces));
 	memcpy(f->traces[f->ntraces++], id, 16);
 }
 
@@ -70,7 +70,7 @@ static int take_hist(const struct hist_rec *h, void *arg)
 
 	if (hist_seen(f, h))
 		return 0;
-	f->ev = xreallocarray(f->ev, f->n + 1, sizeof(*f->ev));
+	f->ev = xgrowarray(f->ev, &f->cap, f->n + 1, sizeof(*f->ev));
 	e = &f->ev[f->n++];
 	memset(e, 0, sizeof(*e));
 	e->time_us = h->time_us;
@@ -98,7 +98,7 @@ static int take_journal(const struct journal_rec *j, void *arg)
 		if (f->ev[i].milter && f->ev[i].j.time_us == j->time_us
 		    && memcmp(f->ev[i].j.span_id, j->span_id, 8) == 0)
 			return 0;
-	f->ev = xreallocarray(f->ev, f->n + 1, sizeof(*f->ev));
+	f->ev = xgrowarray(f->ev, &f->cap, f->n + 1, sizeof(*f->ev));
 	e = &f->ev[f->n++];
 	memset(e, 0, sizeof(*e));
 	e->time_us = j->time_us;

@@ -1,10 +1,8 @@
-/* check_units - sizes and durations as written in tern.conf, and the
- * growth of arrays (xgrowarray) */
+/* check_units - sizes and durations as written in tern.conf */
 #include "config.h"
 
 #include "unit.h"
 #include "units.h"
-#include "xalloc.h"
 
 static const struct {
 	const char *in;
@@ -71,30 +69,6 @@ START_TEST(test_uint)
 }
 END_TEST
 
-START_TEST(test_growarray)
-{
-	unsigned *a = NULL;
-	size_t cap = 0, grown = 0;
-
-	for (unsigned i = 0; i < 100000; i++) {
-		size_t before = cap;
-
-		a = xgrowarray(a, &cap, i + 1, sizeof(*a));
-		grown += cap != before;
-		ck_assert_uint_ge(cap, i + 1);
-		a[i] = i;
-	}
-	ck_assert_uint_eq(grown, 15);	/* 8, 16, ..., 131072: doubling */
-	for (unsigned i = 0; i < 100000; i++)
-		ck_assert_uint_eq(a[i], i);
-	ck_assert_ptr_eq(xgrowarray(a, &cap, 10, sizeof(*a)), a);	/* room enough */
-	ck_assert_uint_eq(cap, 131072);
-	a = xgrowarray(a, &cap, 1000000, sizeof(*a));	/* a jump */
-	ck_assert_uint_eq(cap, 1048576);
-	free(a);
-}
-END_TEST
-
 int main(void)
 {
 	Suite *s = suite_create("units");
@@ -103,7 +77,6 @@ int main(void)
 	tcase_add_loop_test(tc, test_size, 0, N_ELEMENTS(size_cases));
 	tcase_add_loop_test(tc, test_duration, 0, N_ELEMENTS(time_cases));
 	tcase_add_test(tc, test_uint);
-	tcase_add_test(tc, test_growarray);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }
