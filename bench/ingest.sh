@@ -1,8 +1,9 @@
 #!/bin/bash
 # ingest.sh - durable ingest: ternd vs a queue-only Postfix vs smtp-sink.
 #
-# What it measures: how many messages per second three servers accept on
-# 127.0.0.1 from the same clients, in one run:
+# What it measures: how many messages per second the servers named in
+# SERVERS (by default the first three below) accept on 127.0.0.1 from the
+# same clients, in one run:
 #
 #     ternd     ternd's SMTP listener; it answers 250 only after fdatasync of
 #               the spool and a synchronous LMDB commit (group committed)
@@ -33,8 +34,8 @@
 # Every run gets a fresh, empty server (new ternd state/spool dirs, a new
 # Postfix instance, a new smtp-sink), and checks that the server holds
 # exactly MESSAGES messages afterwards.  Within a round each client runs
-# against the three servers back to back, in an order that rotates from
-# round to round (ternd/postfix/sink, postfix/sink/ternd, ...), so that
+# against the servers back to back, in an order that rotates from round
+# to round (ternd/postfix/sink, postfix/sink/ternd, ...), so that
 # the figures compared were measured close together on a noisy box.  The
 # summary gives per client the median msgs/s of each server, the ratios
 # ternd/postfix (target >= 10) and ternd/sink (target >= 0.8), and ternd's
@@ -215,11 +216,12 @@ server_start() {
 			rm -rf "$srv_dir"
 			srv_dir=$(mktemp -d /dev/shm/tern-bench.XXXXXX) && chmod 0755 "$srv_dir" ||
 				die "mktemp in /dev/shm failed"
-			tap_on_exit "rm -rf $srv_dir"	# also after Ctrl-C
+			mem_dir=$srv_dir
 		fi
-		_ternd_bin=$top/bin/src/ternd/ternd
-		[ "$1" = ternd-b ] && _ternd_bin=$top/bin/src/ternd/ternd-b
+		ternd_use_bin "$top/bin/src/ternd/ternd"
+		[ "$1" = ternd-b ] && ternd_use_bin "$top/bin/src/ternd/ternd-b"
 		ternd_setup "$srv_dir/ternd" || die "$1 did not start"
+		[ "$1" = ternd-mem ] && mem_pid=$TERND_PID
 		srv_port=$TERND_PORT
 		srv_pid=$TERND_PID
 		;;
@@ -266,6 +268,17 @@ server_stop() {
 		;;
 	esac
 	rm -rf "$srv_dir"
+	mem_pid= mem_dir=
+}
+
+# mem_cleanup - at exit (also after Ctrl-C): stop a ternd-mem still
+# running, then remove its directory in /dev/shm, which tap.sh does not own
+mem_cleanup() {
+	if [ -n "$mem_pid" ]; then
+		kill -KILL "$mem_pid" 2>/dev/null
+		wait "$mem_pid" 2>/dev/null
+	fi
+	[ -z "$mem_dir" ] || rm -rf "$mem_dir"
 }
 
 # run_client - run CLIENT for N messages at the current server; sets
@@ -351,14 +364,16 @@ setup() {
 	top=$(tap_tmpdir) || die "mktemp failed"
 	# Private copies: a concurrent rebuild cannot change them under us.
 	bench_copy_tern "$top" "$ternd_bin" "$ternq_bin" "$blast_bin"
-	if [ -n "$ternd_b_bin" ]; then
+	if [[ " $SERVERS " == *" ternd-b "* ]]; then
 		cp "$ternd_b_bin" "$top/bin/src/ternd/ternd-b" || die "cannot copy $ternd_b_bin"
 	fi
+	tap_on_exit mem_cleanup
 	blast=$top/bin/smtp-blast
 }
 
 clk_tck=$(getconf CLK_TCK)
 declare -A rates p50s p99s
+mem_pid= mem_dir=		# a running ternd-mem and its directory
 
 echo "== durable ingest benchmark: ternd vs Postfix (queue only) vs smtp-sink"
 echo "command:  ${cmdline}  (MESSAGES=$MESSAGES SESSIONS=$SESSIONS SIZE=$SIZE ROUNDS=$ROUNDS WARMUP=$WARMUP CLIENTS='$CLIENTS' SERVERS='$SERVERS' BENCH_TMPDIR=$BENCH_TMPDIR)"

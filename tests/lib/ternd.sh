@@ -17,8 +17,8 @@
 #
 # TERND_BIN and TERNQ_BIN, when set before sourcing, name the programs to
 # run (the install test runs the installed ones); default: the build's.
-# ternd_start runs _ternd_bin, which a benchmark comparing two builds sets
-# before each start.
+# ternd_use_bin PATH makes later starts run PATH (a benchmark comparing
+# two builds).
 
 _ternd_bin=${TERND_BIN:-${top_builddir:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}/src/ternd/ternd}
 _ternq_bin=${TERNQ_BIN:-${top_builddir:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}/src/ternq/ternq}
@@ -45,6 +45,11 @@ ternd_setup() {
 		fi
 	} >"$TERND_CONF"
 	ternd_start
+}
+
+# ternd_use_bin PATH - run PATH from the next ternd_start on
+ternd_use_bin() {
+	_ternd_bin=$1
 }
 
 # ternd_start - start ternd with the current configuration, wait for it
