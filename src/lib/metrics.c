@@ -1,9 +1,13 @@
 /*
  * metrics - the metric registry and its Prometheus text exposition.
  *
- * Registration builds a list of metrics, each with a fixed array of
- * series (one per label set); after startup nothing is added, so updates
- * find their series without a lock and change it with atomics. A
+ * Registration builds a list of metrics, each with its series (one per
+ * label set). Updates find their series without a lock and change it
+ * with atomics. Series may also be registered later (a peer added by a
+ * reload), by one thread at a time: a series is published, complete,
+ * by a release store of the count that readers load first; an index
+ * that had to grow is replaced, never freed while running (a reader may
+ * still be walking it), so readers never lock either. A
  * histogram keeps one counter per bucket (not cumulative) and an extra
  * one for +Inf; the exposition makes them cumulative and derives _count
  * from them, so _count always equals the +Inf bucket even while updates
@@ -35,8 +39,11 @@ struct metric {
 	size_t nlabels;
 	double *buckets;
 	size_t nbuckets;
-	struct series *series;
-	size_t nseries;
+	struct series **_Atomic index;	/* the series, in registration order */
+	_Atomic size_t nseries;		/* how many of them readers may use */
+	size_t cap;			/* the index's room (registration only) */
+	struct series ***outgrown;	/* indexes replaced, freed by metrics_reset */
+	size_t noutgrown;
 	double (*fn)(void *);
 	void *arg;
 };
@@ -72,21 +79,43 @@ struct metric *metric_new(enum metric_type type, const char *name, const char *h
 	return m;
 }
 
-/* metric_series - register one label set (its values follow) */
+static struct series *find(struct metric *m, va_list ap);
+
+/* metric_series - register one label set (its values follow); one
+ * registered already is left as it is */
 void metric_series(struct metric *m, ...)
 {
-	struct series *s;
+	struct series *s, **index = atomic_load_explicit(&m->index, memory_order_relaxed);
+	size_t n = atomic_load_explicit(&m->nseries, memory_order_relaxed);
 	va_list ap;
 
-	m->series = xreallocarray(m->series, m->nseries + 1, sizeof(*m->series));
-	s = &m->series[m->nseries++];
-	memset(s, 0, sizeof(*s));
+	va_start(ap, m);
+	s = find(m, ap);
+	va_end(ap);
+	if (s)
+		return;
+	s = xcalloc(1, sizeof(*s));
 	va_start(ap, m);
 	for (size_t i = 0; i < m->nlabels; i++)
 		s->values[i] = xstrdup(va_arg(ap, const char *));
 	va_end(ap);
 	if (m->type == METRIC_HISTOGRAM)
 		s->buckets = xcalloc(m->nbuckets + 1, sizeof(*s->buckets));
+	if (n == m->cap) {
+		struct series **grown = xreallocarray(NULL, m->cap ? 2 * m->cap : 8, sizeof(*grown));
+
+		if (n)
+			memcpy(grown, index, n * sizeof(*grown));
+		if (index) {
+			m->outgrown = xreallocarray(m->outgrown, m->noutgrown + 1, sizeof(*m->outgrown));
+			m->outgrown[m->noutgrown++] = index;
+		}
+		m->cap = m->cap ? 2 * m->cap : 8;
+		atomic_store_explicit(&m->index, grown, memory_order_release);
+		index = grown;
+	}
+	index[n] = s;
+	atomic_store_explicit(&m->nseries, n + 1, memory_order_release);
 }
 
 /* metric_gauge_fn - an unlabelled gauge computed at each scrape */
@@ -96,23 +125,33 @@ void metric_gauge_fn(struct metric *m, double (*fn)(void *arg), void *arg)
 	m->arg = arg;
 }
 
+/* series_at - the registered series and their count, for a reader */
+static struct series **series_at(struct metric *m, size_t *n)
+{
+	*n = atomic_load_explicit(&m->nseries, memory_order_acquire);
+	return atomic_load_explicit(&m->index, memory_order_acquire);
+}
+
 /* find - the series with these label values, or NULL (not registered) */
 static struct series *find(struct metric *m, va_list ap)
 {
 	const char *v[METRIC_LABELS_MAX];
+	struct series **index;
+	size_t n;
 
 	if (m == NULL)
 		return NULL;
 	for (size_t i = 0; i < m->nlabels; i++)
 		v[i] = va_arg(ap, const char *);
-	for (size_t k = 0; k < m->nseries; k++) {
+	index = series_at(m, &n);
+	for (size_t k = 0; k < n; k++) {
 		size_t i;
 
 		for (i = 0; i < m->nlabels; i++)
-			if (v[i] == NULL || strcmp(m->series[k].values[i], v[i]) != 0)
+			if (v[i] == NULL || strcmp(index[k]->values[i], v[i]) != 0)
 				break;
 		if (i == m->nlabels)
-			return &m->series[k];
+			return index[k];
 	}
 	return NULL;
 }
@@ -274,8 +313,11 @@ char *metrics_render(size_t *len)
 		put(&o, "# HELP %s ", m->name);
 		put_escaped(&o, m->help, 0);
 		put(&o, "\n# TYPE %s %s\n", m->name, types[m->type]);
-		for (size_t k = 0; k < m->nseries; k++) {
-			struct series *s = &m->series[k];
+		size_t n;
+		struct series **index = series_at(m, &n);
+
+		for (size_t k = 0; k < n; k++) {
+			struct series *s = index[k];
 
 			if (m->type == METRIC_HISTOGRAM) {
 				put_histogram(&o, m, s);
@@ -338,12 +380,16 @@ void metrics_reset(void)
 		metrics = m->next;
 		for (size_t k = 0; k < m->nseries; k++) {
 			for (size_t i = 0; i < m->nlabels; i++)
-				free(m->series[k].values[i]);
-			free((void *)m->series[k].buckets);
+				free(m->index[k]->values[i]);
+			free((void *)m->index[k]->buckets);
+			free(m->index[k]);
 		}
 		for (size_t i = 0; i < m->nlabels; i++)
 			free(m->labels[i]);
-		free(m->series);
+		for (size_t i = 0; i < m->noutgrown; i++)
+			free(m->outgrown[i]);
+		free(m->outgrown);
+		free(m->index);
 		free(m->buckets);
 		free(m->name);
 		free(m->help);

@@ -2,13 +2,14 @@
  * metrics - a small registry of Prometheus metrics (counters, gauges,
  * histograms) and their text exposition (format 0.0.4).
  *
- * Every metric and every label set it will ever have is registered at
- * startup, before the threads that update it run; label values come from
- * bounded sets (peer names from the configuration, fixed enums), never
- * from addresses or domains. Updates are lock-free (C11 atomics on the
- * series), so hot paths never wait for a scrape or for each other. An
- * update with a label set that was not registered is dropped: it must
- * never create series at run time.
+ * Every metric and its label sets are registered before the threads that
+ * update them run: at startup, and for a peer a reload adds, by the
+ * thread that reloads (registration is one thread at a time); label
+ * values come from bounded sets (peer names from the configuration, fixed
+ * enums), never from addresses or domains. Updates are lock-free (C11
+ * atomics on the series), so hot paths never wait for a scrape, a
+ * registration or each other. An update with a label set that was not
+ * registered is dropped: an update never creates a series.
  */
 #ifndef TERN_METRICS_H
 #define TERN_METRICS_H
@@ -22,7 +23,8 @@ enum metric_type { METRIC_COUNTER, METRIC_GAUGE, METRIC_HISTOGRAM };
 
 struct metric;
 
-/* registration (startup only); labels: comma-separated names or NULL */
+/* registration, one thread at a time; labels: comma-separated names or
+ * NULL. metric_series of a label set registered already does nothing. */
 struct metric *metric_new(enum metric_type type, const char *name, const char *help,
 			  const char *labels, const double *buckets, size_t nbuckets);
 void metric_series(struct metric *m, ...);

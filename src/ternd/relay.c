@@ -1832,6 +1832,7 @@ void relay_reload(const struct conf *conf)
 				log_error("peer %s: not added: %s", p->name, err);
 				continue;
 			}
+			stats_peer(p->name);	/* before its threads update them */
 			if (rt->tls) {
 				if (session_key == NULL)
 					open_session_key(conf);

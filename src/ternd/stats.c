@@ -2,8 +2,9 @@
  * stats - ternd's metrics: registration of every metric and label set at
  * startup, the queue gauges, and the HTTP endpoint on metrics_listen.
  *
- * Peers are the label values of the configuration read at startup; a peer
- * added by a reload is counted after a restart. tern_queue_messages is
+ * Peers are the label values of the configuration: those read at startup,
+ * and each one a reload adds (stats_peer, before its threads start); a
+ * removed peer's series stay until a restart. tern_queue_messages is
  * counted once at startup (a scan of the queue, only when metrics_listen
  * is set) and then moved by every change of a message's state, so a
  * scrape never reads the queue; tern_queue_oldest_age_seconds is one
@@ -64,12 +65,33 @@ static int count_one(const struct q_msg *m, const struct q_rcpt *rcpts, size_t n
 	return 0;
 }
 
+static const char *const delivery_status[] = {"sent", "deferred", "bounced", "expired"};
+static const char *const yes_no[] = {"yes", "no"};
+
+/* stats_peer - register the series of a peer (again: nothing happens) */
+void stats_peer(const char *peer)
+{
+	for (size_t i = 0; i < N(delivery_status); i++)
+		metric_series(stats.deliveries, peer, delivery_status[i]);
+	metric_series(stats.transmission, peer);
+	metric_series(stats.queue_delay, peer);
+	metric_series(stats.conns_opened, peer);
+	metric_series(stats.conns, peer, "idle");
+	metric_series(stats.conns, peer, "busy");
+	for (size_t i = 0; i < N(yes_no); i++) {
+		metric_series(stats.transactions, peer, yes_no[i]);
+		metric_series(stats.tls_handshakes, peer, "ok", yes_no[i]);
+	}
+	metric_series(stats.tls_handshakes, peer, "failed", "no");
+	metric_series(stats.tls_seconds, peer);
+	metric_series(stats.breaker, peer);
+	for (size_t i = 0; i < 3; i++)
+		metric_series(stats.bytes, peer, conn_send_method_name((enum conn_send_method)i));
+}
+
 /* stats_init - register every metric and label set (before the threads) */
 void stats_init(const struct conf *conf)
 {
-	static const char *const status[] = {"sent", "deferred", "bounced", "expired"};
-	static const char *const yes_no[] = {"yes", "no"};
-
 	stats.received = metric_new(METRIC_COUNTER, "tern_messages_received_total",
 				    "Messages accepted (250 sent to the client), by listener.",
 				    "listener", NULL, 0);
@@ -119,26 +141,8 @@ void stats_init(const struct conf *conf)
 	stats.bytes = metric_new(METRIC_COUNTER, "tern_bytes_sent_total",
 				 "Message octets sent to the peer, by how they were sent.",
 				 "peer,method", NULL, 0);
-	for (size_t p = 0; p < conf->npeers; p++) {
-		const char *peer = conf->peers[p].name;
-
-		for (size_t i = 0; i < N(status); i++)
-			metric_series(stats.deliveries, peer, status[i]);
-		metric_series(stats.transmission, peer);
-		metric_series(stats.queue_delay, peer);
-		metric_series(stats.conns_opened, peer);
-		metric_series(stats.conns, peer, "idle");
-		metric_series(stats.conns, peer, "busy");
-		for (size_t i = 0; i < N(yes_no); i++) {
-			metric_series(stats.transactions, peer, yes_no[i]);
-			metric_series(stats.tls_handshakes, peer, "ok", yes_no[i]);
-		}
-		metric_series(stats.tls_handshakes, peer, "failed", "no");
-		metric_series(stats.tls_seconds, peer);
-		metric_series(stats.breaker, peer);
-		for (size_t i = 0; i < 3; i++)
-			metric_series(stats.bytes, peer, conn_send_method_name((enum conn_send_method)i));
-	}
+	for (size_t p = 0; p < conf->npeers; p++)
+		stats_peer(conf->peers[p].name);
 	stats.batch = metric_new(METRIC_HISTOGRAM, "tern_commit_batch_messages",
 				 "Jobs (messages accepted, queue changes) per group commit.", NULL,
 				 batch_sizes, N(batch_sizes));

@@ -20,6 +20,7 @@ extern struct stats stats;
 /* conn_send_body's methods, for tern_bytes_sent_total{method} */
 
 void stats_init(const struct conf *conf);
+void stats_peer(const char *peer);
 void stats_start(const struct conf *conf);
 void stats_stop(void);
 void stats_queue(int was, int now);

@@ -1,8 +1,9 @@
 #!/bin/bash
 # ternd-reload.sh - SIGHUP reloads peers and routes: an unchanged peer
-# keeps its warm connection, a new peer and route work at once, a changed
-# peer reconnects to its new host, and the queued mail of a removed peer
-# is routed again by the new [routes].
+# keeps its warm connection, a new peer and route work at once (and have
+# their metrics), a changed peer reconnects to its new host, the queued
+# mail of a removed peer is routed again by the new [routes], and a peer
+# added back keeps its one set of series.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib/tap.sh"
@@ -10,7 +11,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib/relay.sh"
 
 [ "$(id -u)" -eq 0 ] || tap_skip_all "must run as root (ternd drops privileges)"
-for cmd in swaks smtp-sink; do
+for cmd in swaks smtp-sink curl; do
 	command -v "$cmd" >/dev/null || tap_skip_all "$cmd not installed"
 done
 top=$(tap_tmpdir)
@@ -42,8 +43,16 @@ reconfigure() {
 	wait_until 10 _atleast $((n + 1)) ': configuration reloaded from '
 }
 
+# pb_sent - the tern_deliveries_total lines of peer pb, status sent
+pb_sent() {
+	curl -s --max-time 10 "http://127.0.0.1:$mport/metrics" |
+		grep '^tern_deliveries_total{peer="pb",status="sent"} '
+}
+
+mport=$(free_port)
 TERND_PEERS=$(peers "${sink_port[a]}")
-ternd_setup "$top/t" "min_backoff = 1s" "max_backoff = 2s" || exit 1
+ternd_setup "$top/t" "min_backoff = 1s" "max_backoff = 2s" "metrics_listen = 127.0.0.1:$mport" ||
+	exit 1
 unset TERND_PEERS
 wait_until 10 _atleast 1 'peer pa: relaying to '
 # the warm connection is open before the first message
@@ -60,6 +69,8 @@ q2=$(send b1 s@example.org u2@b.test)
 tap_like "reload: b.test is accepted once the route exists" "$q2" '^[0-9A-Z]{13}$'
 wait_until 20 _atleast 1 ": $q2: to=<u2@b\\.test>, .*status=sent "
 tap_is "reload: b.test goes to the new peer" "$(files "$top/b")" 1
+tap_is "reload: the new peer's delivery is counted" "$(pb_sent)" \
+	'tern_deliveries_total{peer="pb",status="sent"} 1'
 q3=$(send a2 s@example.org u3@a.test)
 wait_until 20 _atleast 1 ": $q3: to=<u3@a\\.test>, .*status=sent "
 tap_is "reload: pa's connection was not closed" "$(nlog 'peer pa: connection to .* closed')" 0
@@ -85,5 +96,11 @@ tap_check "remove: and delivered through pa to sink c" \
 	wait_until 30 _atleast 1 ": $q5: to=<u5@b\\.test>, relay=127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\]:${sink_port[c]}, .*status=sent "
 tap_is "remove: sink c has both messages" "$(files "$top/c")" 2
 tap_is "the queue is empty" "$(ternq_ list --json | wc -l)" 0
+
+# --- pb added back: its series once, its count kept -----------------------------------
+reconfigure "${sink_port[c]}" "${sink_port[b]}"
+wait_until 10 _atleast 2 'peer pb: relaying to '
+tap_is "re-added: one series for pb, still counting 1" "$(pb_sent)" \
+	'tern_deliveries_total{peer="pb",status="sent"} 1'
 ternd_stop_checked
 tap_done

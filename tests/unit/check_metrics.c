@@ -3,11 +3,14 @@
  * output for counters, gauges and histograms (cumulative buckets, _sum,
  * _count equal to +Inf), label value and HELP escaping, updates with
  * unregistered label sets dropped, counts exact under concurrent updates,
+ * series registered while updates and scrapes run (a reload's new peer),
  * and the metrics_listen parser.
  */
 #include "config.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -168,6 +171,64 @@ START_TEST(test_concurrent)
 }
 END_TEST
 
+/* Registration while updates and scrapes run: a reload adding peers. */
+static _Atomic int adding;
+
+/* add_hammer - update the first peer's counter until registration ends */
+static void *add_hammer(void *arg)
+{
+	long n = 0;
+
+	(void)arg;
+	while (atomic_load(&adding)) {
+		metric_add(shared_c, 1, "p0");
+		n++;
+	}
+	return (void *)n;
+}
+
+/* add_scraper - render until registration ends */
+static void *add_scraper(void *arg)
+{
+	while (atomic_load(&adding)) {
+		size_t len;
+
+		free(metrics_render(&len));
+	}
+	return arg;
+}
+
+START_TEST(test_register_later)
+{
+	pthread_t h, r;
+	void *counted;
+	char *text, line[64];
+
+	shared_c = metric_new(METRIC_COUNTER, "t_total", "C.", "peer", NULL, 0);
+	metric_series(shared_c, "p0");
+	atomic_store(&adding, 1);
+	ck_assert_int_eq(pthread_create(&h, NULL, add_hammer, NULL), 0);
+	ck_assert_int_eq(pthread_create(&r, NULL, add_scraper, NULL), 0);
+	for (int i = 1; i < 100; i++) {	/* the index grows 8 -> 128 meanwhile */
+		snprintf(line, sizeof(line), "p%d", i);
+		metric_series(shared_c, line);
+		metric_add(shared_c, (uint64_t)i, line);
+		metric_series(shared_c, "p0");	/* again: nothing happens */
+	}
+	atomic_store(&adding, 0);
+	pthread_join(h, &counted);
+	pthread_join(r, NULL);
+	text = render();
+	snprintf(line, sizeof(line), "\nt_total{peer=\"p0\"} %ld\n", (long)counted);
+	ck_assert_msg(strstr(text, line) != NULL, "want %s in %s", line, text);
+	ck_assert_ptr_nonnull(strstr(text, "\nt_total{peer=\"p99\"} 99\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\nt_total{peer=\"p1\"} 1\n"));
+	ck_assert_ptr_null(strstr(strstr(text, "peer=\"p0\"") + 1, "peer=\"p0\""));
+	free(text);
+	metrics_reset();
+}
+END_TEST
+
 static const struct {
 	const char *spec, *host;
 	int port;
@@ -223,6 +284,7 @@ int main(void)
 	tcase_add_test(tc, test_histogram);
 	tcase_add_test(tc, test_gauge_fn);
 	tcase_add_test(tc, test_concurrent);
+	tcase_add_test(tc, test_register_later);
 	tcase_add_loop_test(tc, test_listen_ok, 0, N_ELEMENTS(listen_ok));
 	tcase_add_loop_test(tc, test_listen_bad, 0, N_ELEMENTS(listen_bad));
 	tcase_add_test(tc, test_listen_long_host);
