@@ -4,7 +4,7 @@
  * Registration builds a list of metrics, each with its series (one per
  * label set). Updates find their series without a lock and change it
  * with atomics. Series may also be registered later (a peer added by a
- * reload), by one thread at a time: a series is published, complete,
+ * reload), one registration at a time: a series is published, complete,
  * by a release store of the count that readers load first; an index
  * that had to grow is replaced, never freed while running (a reader may
  * still be walking it), so readers never lock either. A
@@ -15,6 +15,7 @@
  */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -49,6 +50,7 @@ struct metric {
 };
 
 static struct metric *metrics, **metrics_tail = &metrics;
+static pthread_mutex_t registering = PTHREAD_MUTEX_INITIALIZER;	/* metric_series */
 
 /* metric_new - register a metric; an unlabelled one gets its series now */
 struct metric *metric_new(enum metric_type type, const char *name, const char *help,
@@ -85,15 +87,20 @@ static struct series *find(struct metric *m, va_list ap);
  * registered already is left as it is */
 void metric_series(struct metric *m, ...)
 {
-	struct series *s, **index = atomic_load_explicit(&m->index, memory_order_relaxed);
-	size_t n = atomic_load_explicit(&m->nseries, memory_order_relaxed);
+	struct series *s, **index;
+	size_t n;
 	va_list ap;
 
+	pthread_mutex_lock(&registering);
+	index = atomic_load_explicit(&m->index, memory_order_relaxed);
+	n = atomic_load_explicit(&m->nseries, memory_order_relaxed);
 	va_start(ap, m);
 	s = find(m, ap);
 	va_end(ap);
-	if (s)
+	if (s) {
+		pthread_mutex_unlock(&registering);
 		return;
+	}
 	s = xcalloc(1, sizeof(*s));
 	va_start(ap, m);
 	for (size_t i = 0; i < m->nlabels; i++)
@@ -116,6 +123,7 @@ void metric_series(struct metric *m, ...)
 	}
 	index[n] = s;
 	atomic_store_explicit(&m->nseries, n + 1, memory_order_release);
+	pthread_mutex_unlock(&registering);
 }
 
 /* metric_gauge_fn - an unlabelled gauge computed at each scrape */
@@ -125,7 +133,10 @@ void metric_gauge_fn(struct metric *m, double (*fn)(void *arg), void *arg)
 	m->arg = arg;
 }
 
-/* series_at - the registered series and their count, for a reader */
+/* series_at - the registered series and their count, for a reader. The
+ * count first: the index loaded after it is the one its last series was
+ * stored in, or a larger copy; the other way round, an index could be
+ * read past its end. */
 static struct series **series_at(struct metric *m, size_t *n)
 {
 	*n = atomic_load_explicit(&m->nseries, memory_order_acquire);

@@ -4,7 +4,7 @@
  *
  * Every metric and its label sets are registered before the threads that
  * update them run: at startup, and for a peer a reload adds, by the
- * thread that reloads (registration is one thread at a time); label
+ * thread that reloads (only label sets may be added then); label
  * values come from bounded sets (peer names from the configuration, fixed
  * enums), never from addresses or domains. Updates are lock-free (C11
  * atomics on the series), so hot paths never wait for a scrape, a
@@ -23,8 +23,10 @@ enum metric_type { METRIC_COUNTER, METRIC_GAUGE, METRIC_HISTOGRAM };
 
 struct metric;
 
-/* registration, one thread at a time; labels: comma-separated names or
- * NULL. metric_series of a label set registered already does nothing. */
+/* registration: metric_new and metric_gauge_fn at startup only, before
+ * any thread updates or renders; metric_series then too, and later (it
+ * serializes itself). labels: comma-separated names or NULL.
+ * metric_series of a label set registered already does nothing. */
 struct metric *metric_new(enum metric_type type, const char *name, const char *help,
 			  const char *labels, const double *buckets, size_t nbuckets);
 void metric_series(struct metric *m, ...);

@@ -1818,6 +1818,7 @@ void relay_reload(const struct conf *conf)
 		rt->count = 0;	/* the jobs stay in LMDB */
 		pthread_cond_broadcast(&rt->ready);
 		pthread_mutex_unlock(&rt->lock);
+		metric_set(stats.breaker, 0, rt->name);	/* no alert for a peer that is gone */
 	}
 	pthread_rwlock_unlock(&relay.peers_lock);
 	for (size_t i = 0; i < conf->npeers; i++) {
@@ -1833,6 +1834,7 @@ void relay_reload(const struct conf *conf)
 				continue;
 			}
 			stats_peer(p->name);	/* before its threads update them */
+			metric_set(stats.breaker, 0, p->name);	/* added back: closed again */
 			if (rt->tls) {
 				if (session_key == NULL)
 					open_session_key(conf);

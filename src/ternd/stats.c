@@ -1,10 +1,12 @@
 /*
- * stats - ternd's metrics: registration of every metric and label set at
- * startup, the queue gauges, and the HTTP endpoint on metrics_listen.
+ * stats - ternd's metrics: registration of every metric and label set (at
+ * startup, and a new peer's at a reload), the queue gauges, and the HTTP
+ * endpoint on metrics_listen.
  *
  * Peers are the label values of the configuration: those read at startup,
  * and each one a reload adds (stats_peer, before its threads start); a
- * removed peer's series stay until a restart. tern_queue_messages is
+ * removed peer's series stay until a restart, its circuit breaker gauge
+ * reset to closed. tern_queue_messages is
  * counted once at startup (a scan of the queue, only when metrics_listen
  * is set) and then moved by every change of a message's state, so a
  * scrape never reads the queue; tern_queue_oldest_age_seconds is one

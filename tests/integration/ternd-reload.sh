@@ -45,8 +45,13 @@ reconfigure() {
 
 # pb_sent - the tern_deliveries_total lines of peer pb, status sent
 pb_sent() {
-	curl -s --max-time 10 "http://127.0.0.1:$mport/metrics" |
+	curl -sS --fail --noproxy '*' --max-time 10 "http://127.0.0.1:$mport/metrics" |
 		grep '^tern_deliveries_total{peer="pb",status="sent"} '
+}
+
+# _pb_sent_is N - pb_sent is one line, with the value N
+_pb_sent_is() {
+	[ "$(pb_sent)" = "tern_deliveries_total{peer=\"pb\",status=\"sent\"} $1" ]
 }
 
 mport=$(free_port)
@@ -69,6 +74,8 @@ q2=$(send b1 s@example.org u2@b.test)
 tap_like "reload: b.test is accepted once the route exists" "$q2" '^[0-9A-Z]{13}$'
 wait_until 20 _atleast 1 ": $q2: to=<u2@b\\.test>, .*status=sent "
 tap_is "reload: b.test goes to the new peer" "$(files "$top/b")" 1
+# (the delivery is logged a moment before it is counted)
+wait_until 10 _pb_sent_is 1
 tap_is "reload: the new peer's delivery is counted" "$(pb_sent)" \
 	'tern_deliveries_total{peer="pb",status="sent"} 1'
 q3=$(send a2 s@example.org u3@a.test)
@@ -99,7 +106,7 @@ tap_is "the queue is empty" "$(ternq_ list --json | wc -l)" 0
 
 # --- pb added back: its series once, its count kept -----------------------------------
 reconfigure "${sink_port[c]}" "${sink_port[b]}"
-wait_until 10 _atleast 2 'peer pb: relaying to '
+tap_check "re-added: pb starts again" wait_until 10 _atleast 2 'peer pb: relaying to '
 tap_is "re-added: one series for pb, still counting 1" "$(pb_sent)" \
 	'tern_deliveries_total{peer="pb",status="sent"} 1'
 ternd_stop_checked

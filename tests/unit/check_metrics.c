@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,16 +173,21 @@ START_TEST(test_concurrent)
 END_TEST
 
 /* Registration while updates and scrapes run: a reload adding peers. */
-static _Atomic int adding;
+static _Atomic int adding, latest, hammered, scraped;
 
-/* add_hammer - update the first peer's counter until registration ends */
+/* add_hammer - count into the newest series (counter and histogram)
+ * until registration ends; how many times */
 static void *add_hammer(void *arg)
 {
 	long n = 0;
+	char peer[16];
 
 	(void)arg;
 	while (atomic_load(&adding)) {
-		metric_add(shared_c, 1, "p0");
+		snprintf(peer, sizeof(peer), "p%d", atomic_load(&latest));
+		metric_add(shared_c, 1, peer);
+		metric_observe(shared_h, 0.5, peer);
+		atomic_store(&hammered, 1);
 		n++;
 	}
 	return (void *)n;
@@ -194,38 +200,65 @@ static void *add_scraper(void *arg)
 		size_t len;
 
 		free(metrics_render(&len));
+		atomic_store(&scraped, 1);
 	}
 	return arg;
 }
 
+/* sum_of - the sum of the values of the lines starting with prefix */
+static long sum_of(const char *text, const char *prefix)
+{
+	long sum = 0;
+
+	for (const char *p = text; (p = strstr(p, prefix)) != NULL; p++)
+		if (p == text || p[-1] == '\n')
+			sum += strtol(strchr(p, ' ') + 1, NULL, 10);
+	return sum;
+}
+
 START_TEST(test_register_later)
 {
-	pthread_t h, r;
-	void *counted;
-	char *text, line[64];
+	static const double b[] = {1};
 
-	shared_c = metric_new(METRIC_COUNTER, "t_total", "C.", "peer", NULL, 0);
-	metric_series(shared_c, "p0");
-	atomic_store(&adding, 1);
-	ck_assert_int_eq(pthread_create(&h, NULL, add_hammer, NULL), 0);
-	ck_assert_int_eq(pthread_create(&r, NULL, add_scraper, NULL), 0);
-	for (int i = 1; i < 100; i++) {	/* the index grows 8 -> 128 meanwhile */
-		snprintf(line, sizeof(line), "p%d", i);
-		metric_series(shared_c, line);
-		metric_add(shared_c, (uint64_t)i, line);
-		metric_series(shared_c, "p0");	/* again: nothing happens */
+	for (int round = 0; round < 20; round++) {
+		pthread_t h, r;
+		void *counted;
+		char *text, peer[16];
+
+		shared_c = metric_new(METRIC_COUNTER, "t_total", "C.", "peer", NULL, 0);
+		shared_h = metric_new(METRIC_HISTOGRAM, "t_seconds", "H.", "peer", b, 1);
+		metric_series(shared_c, "p0");
+		metric_series(shared_h, "p0");
+		atomic_store(&latest, 0);
+		atomic_store(&hammered, 0);
+		atomic_store(&scraped, 0);
+		atomic_store(&adding, 1);
+		ck_assert_int_eq(pthread_create(&h, NULL, add_hammer, NULL), 0);
+		ck_assert_int_eq(pthread_create(&r, NULL, add_scraper, NULL), 0);
+		while (!atomic_load(&hammered) || !atomic_load(&scraped))
+			sched_yield();	/* both run before the first registration */
+		for (int i = 1; i < 100; i++) {	/* the index grows 8 -> 128 meanwhile */
+			snprintf(peer, sizeof(peer), "p%d", i);
+			metric_series(shared_c, peer);
+			metric_series(shared_h, peer);
+			metric_series(shared_c, "p0");	/* again: nothing happens */
+			atomic_store(&latest, i);
+			sched_yield();
+		}
+		atomic_store(&adding, 0);
+		pthread_join(h, &counted);
+		pthread_join(r, NULL);
+		ck_assert_int_gt((long)counted, 0);
+		text = render();
+		/* every update found its series, old index or new */
+		ck_assert_int_eq(sum_of(text, "t_total{"), (long)counted);
+		ck_assert_int_eq(sum_of(text, "t_seconds_count{"), (long)counted);
+		ck_assert_ptr_nonnull(strstr(text, "\nt_total{peer=\"p99\"} "));
+		ck_assert_ptr_null(strstr(strstr(text, "t_total{peer=\"p0\"}") + 1,
+					  "t_total{peer=\"p0\"}"));
+		free(text);
+		metrics_reset();
 	}
-	atomic_store(&adding, 0);
-	pthread_join(h, &counted);
-	pthread_join(r, NULL);
-	text = render();
-	snprintf(line, sizeof(line), "\nt_total{peer=\"p0\"} %ld\n", (long)counted);
-	ck_assert_msg(strstr(text, line) != NULL, "want %s in %s", line, text);
-	ck_assert_ptr_nonnull(strstr(text, "\nt_total{peer=\"p99\"} 99\n"));
-	ck_assert_ptr_nonnull(strstr(text, "\nt_total{peer=\"p1\"} 1\n"));
-	ck_assert_ptr_null(strstr(strstr(text, "peer=\"p0\"") + 1, "peer=\"p0\""));
-	free(text);
-	metrics_reset();
 }
 END_TEST
 
