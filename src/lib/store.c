@@ -1221,6 +1221,49 @@ int store_hist_index(struct store_txn *t, uint64_t keep, size_t *n)
 	return waiting > keep ? take_front(t, t->st->hpend, waiting - keep, n, index_pending, &r) : 0;
 }
 
+/* index_down - store_hist_index until at most *keep wait (or nothing
+ * more was indexed); *keep becomes how many wait then */
+static int index_down(struct store_txn *t, void *arg)
+{
+	uint64_t *keep = arg;
+	size_t n = 1;
+	int rc = 0;
+
+	while (rc == 0 && n > 0 && store_hist_unindexed(t) > *keep)
+		rc = store_hist_index(t, *keep, &n);
+	*keep = store_hist_unindexed(t);
+	return rc;
+}
+
+/*
+ * store_hist_index_over - the backlog bound under load that never pauses.
+ * In a write that added history records, when more than lag wait for
+ * their index: index the oldest down to lag, or, when more than lag +
+ * catchup waited before (what store_hist_unindexed said at the write's
+ * start), down to before - catchup, so that a backlog shrinks by catchup
+ * a write. In a transaction nested in t, so that it costs no extra flush:
+ * *left is how many wait then. Returns 0; STORE_DROPPED when it was too
+ * big for one transaction (nothing indexed, err says so, t goes on); or
+ * an error (err), after which t had better not go on (MDB_MAP_FULL
+ * excepted: store_write grows the map and replays t).
+ */
+int store_hist_index_over(struct store_txn *t, uint64_t lag, uint64_t catchup, uint64_t before,
+			  uint64_t *left, char *err, size_t errlen)
+{
+	uint64_t keep = lag;
+	int rc;
+
+	if (errlen > 0)
+		err[0] = '\0';
+	if ((*left = store_hist_unindexed(t)) <= lag)
+		return 0;
+	if (before > lag + catchup)
+		keep = before - catchup;
+	if ((rc = store_nested(t, index_down, &keep, err, errlen)) == 0)
+		*left = keep;
+	return rc;
+}
+
 /* store_hist_unindexed - how many records wait for store_hist_index */
 uint64_t store_hist_unindexed(struct store_txn *t)
 {

@@ -97,6 +97,11 @@ int store_hist_put(struct store_txn *txn, const struct hist_rec *h);
 #define STORE_HIST_INDEX_ENTRIES 1024
 int store_hist_index(struct store_txn *txn, uint64_t keep, size_t *n);
 uint64_t store_hist_unindexed(struct store_txn *txn);
+/* In a write that added records: past lag waiting, index down to lag
+ * (or catchup below before, what waited at the write's start), in a
+ * nested transaction; see store.c */
+int store_hist_index_over(struct store_txn *txn, uint64_t lag, uint64_t catchup, uint64_t before,
+			  uint64_t *left, char *err, size_t errlen);
 int store_hist_prune(struct store_txn *txn, uint64_t before_us, size_t max, size_t *n);
 typedef int (*store_hist_fn)(const struct hist_rec *h, void *arg);
 int store_hist_find(struct store *st, char kind, const char *value, store_hist_fn fn, void *arg);

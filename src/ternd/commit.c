@@ -153,44 +153,15 @@ static int hist_accept(struct store_txn *txn, const struct job *j)
 	return rc;
 }
 
-/* Indexing history until keep records wait, in at most steps calls of
- * store_hist_index; left: how many wait then. */
-struct index_run {
-	uint64_t keep, left;
-	size_t steps;
-};
-
-/* index_down - the indexing of an index_run, in the transaction */
-static int index_down(struct store_txn *txn, void *arg)
+/* index_step - one store_hist_index call; *left: how many wait then */
+static int index_step(struct store_txn *txn, void *arg)
 {
-	struct index_run *r = arg;
-	size_t n = 1;
-	int rc = 0;
+	uint64_t *left = arg;
+	size_t n;
+	int rc = store_hist_index(txn, 0, &n);
 
-	for (size_t step = 0;; step++) {
-		r->left = store_hist_unindexed(txn);
-		if (rc != 0 || n == 0 || r->left <= r->keep || step == r->steps)
-			return rc;
-		rc = store_hist_index(txn, r->keep, &n);
-	}
-}
-
-/* index_in_batch - past HIST_INDEX_LAG waiting history records, index
- * what the batch added (before: how many waited before it) and
- * HIST_INDEX_CATCHUP more; b->unindexed: how many wait then */
-static int index_in_batch(struct store_txn *txn, struct batch *b, uint64_t before)
-{
-	struct index_run r = {HIST_INDEX_LAG, 0, SIZE_MAX};
-	int rc;
-
-	if ((b->unindexed = store_hist_unindexed(txn)) <= HIST_INDEX_LAG)
-		return 0;
-	if (before > HIST_INDEX_LAG + HIST_INDEX_CATCHUP)
-		r.keep = before - HIST_INDEX_CATCHUP;
-	rc = store_nested(txn, index_down, &r, b->index_err, sizeof(b->index_err));
-	if (rc == 0)
-		b->unindexed = r.left;
-	return rc == STORE_DROPPED ? 0 : rc;
+	*left = store_hist_unindexed(txn);
+	return rc;
 }
 
 /* batch_write - every record of the batch, in one transaction */
@@ -238,7 +209,9 @@ static int batch_write(struct store_txn *txn, void *arg)
 	}
 	if (last_qid > ternd_last_qid && (rc = store_put_meta(txn, "last_qid", last_qid)) != 0)
 		return rc;
-	if ((rc = index_in_batch(txn, b, unindexed)) != 0)
+	rc = store_hist_index_over(txn, HIST_INDEX_LAG, HIST_INDEX_CATCHUP, unindexed,
+				   &b->unindexed, b->index_err, sizeof(b->index_err));
+	if (rc != 0 && rc != STORE_DROPPED)
 		return rc;
 	if (last_qid > ternd_last_qid)
 		ternd_last_qid = last_qid;	/* the committer is the only writer */
@@ -488,19 +461,19 @@ static int idle(void)
  * (logged: tried again after the next batch) */
 static uint64_t index_while_idle(void)
 {
-	struct index_run r = {0, UINT64_MAX, 1};
+	uint64_t left = UINT64_MAX;
 	char err[256];
 	int rc;
 
-	while (r.left > 0 && idle()) {
-		if ((rc = store_write(ternd.store, index_down, &r, err, sizeof(err))) == STORE_PANIC)
+	while (left > 0 && idle()) {
+		if ((rc = store_write(ternd.store, index_step, &left, err, sizeof(err))) == STORE_PANIC)
 			log_fatal("%s: stopping, so that a restart can recover the queue", err);
 		if (rc < 0) {
 			log_warning("history indexing failed: %s", err);
 			return 0;
 		}
 	}
-	return r.left;
+	return left;
 }
 
 /* writer_main - stage two: each batch's records in one LMDB transaction */
