@@ -1014,6 +1014,14 @@ static void tx_lost(const struct conn *c, struct attempt *a)
 	}
 }
 
+/* breaker_publish - the breaker's state to tern_breaker_state (under
+ * lock); not for a peer a reload removed, whose gauge reads 0 */
+static void breaker_publish(const struct peer_rt *rt)
+{
+	if (!rt->gone)
+		metric_set(stats.breaker, rt->breaker, rt->name);
+}
+
 /* breaker_allow - may we connect to this peer now? A half-open breaker
  * lets exactly one probe through. */
 static int breaker_allow(struct peer_rt *rt, uint64_t now)
@@ -1023,7 +1031,7 @@ static int breaker_allow(struct peer_rt *rt, uint64_t now)
 	pthread_mutex_lock(&rt->lock);
 	if (rt->breaker == BREAKER_OPEN && now >= rt->open_until) {
 		rt->breaker = BREAKER_HALF_OPEN;
-		metric_set(stats.breaker, rt->breaker, rt->name);
+		breaker_publish(rt);
 		log_info("peer %s: circuit breaker half-open: probing", rt->name);
 		ok = 1;
 	} else {
@@ -1039,7 +1047,7 @@ static void breaker_open(struct peer_rt *rt, const struct conf_peer *p, const ch
 	if (rt->cooldown_ms <= 0)
 		rt->cooldown_ms = p->breaker_cooldown;
 	rt->breaker = BREAKER_OPEN;
-	metric_set(stats.breaker, rt->breaker, rt->name);
+	breaker_publish(rt);
 	rt->open_until = now_us() + (uint64_t)rt->cooldown_ms * 1000;
 	rt->ring_len = 0;	/* after the cooldown, a fresh window */
 	log_warning("peer %s: circuit breaker open for %llds %s%s%s", rt->name, rt->cooldown_ms / 1000,
@@ -1115,7 +1123,7 @@ static void breaker_result(struct peer_rt *rt, const struct conf_peer *p, int ok
 		if (rt->breaker != BREAKER_CLOSED)
 			log_info("peer %s: circuit breaker closed", rt->name);
 		rt->breaker = BREAKER_CLOSED;
-		metric_set(stats.breaker, rt->breaker, rt->name);
+		breaker_publish(rt);
 		rt->failures = 0;
 		rt->cooldown_ms = p->breaker_cooldown;
 	} else if (++rt->failures >= p->breaker_failures || rt->breaker == BREAKER_HALF_OPEN) {
@@ -1816,9 +1824,9 @@ void relay_reload(const struct conf *conf)
 		pthread_mutex_lock(&rt->lock);
 		rt->gone = 1;
 		rt->count = 0;	/* the jobs stay in LMDB */
+		metric_set(stats.breaker, 0, rt->name);	/* no alert for a peer that is gone */
 		pthread_cond_broadcast(&rt->ready);
 		pthread_mutex_unlock(&rt->lock);
-		metric_set(stats.breaker, 0, rt->name);	/* no alert for a peer that is gone */
 	}
 	pthread_rwlock_unlock(&relay.peers_lock);
 	for (size_t i = 0; i < conf->npeers; i++) {

@@ -25,7 +25,7 @@ peers() {
 	printf '%s\n' "[peer pa]" "host = [127.0.0.1]" "port = $1" "tls = none" "min_idle = 1" \
 		"max_connections = 1"
 	[ -n "${2:-}" ] && printf '%s\n' "[peer pb]" "host = [127.0.0.1]" "port = $2" "tls = none" \
-		"min_idle = 0"
+		"min_idle = 0" "breaker_failures = 1"
 	printf '%s\n' "[routes]" "a.test = pa"
 	[ -n "${2:-}" ] && printf '%s\n' "b.test = pb"
 	[ -n "${3:-}" ] && printf '%s\n' "$3"
@@ -47,6 +47,17 @@ reconfigure() {
 pb_sent() {
 	curl -sS --fail --noproxy '*' --max-time 10 "http://127.0.0.1:$mport/metrics" |
 		grep '^tern_deliveries_total{peer="pb",status="sent"} '
+}
+
+# pb_breaker - pb's tern_breaker_state line
+pb_breaker() {
+	curl -sS --fail --noproxy '*' --max-time 10 "http://127.0.0.1:$mport/metrics" |
+		grep '^tern_breaker_state{peer="pb"} '
+}
+
+# _pb_breaker_is N - pb_breaker is one line, with the value N
+_pb_breaker_is() {
+	[ "$(pb_breaker)" = "tern_breaker_state{peer=\"pb\"} $1" ]
 }
 
 # _pb_sent_is N - pb_sent is one line, with the value N
@@ -96,12 +107,14 @@ tap_is "change: a.test now reaches sink c" "$(files "$top/c") $(files "$top/a")"
 sink_stop b
 q5=$(send b2 s@example.org u5@b.test)
 wait_until 20 _atleast 1 ": $q5: to=<u5@b\\.test>, .*status=deferred "
+tap_check "remove: pb's breaker opened (breaker_failures = 1)" wait_until 10 _pb_breaker_is 1
 reconfigure "${sink_port[c]}" "" "b.test = pa"
 tap_check "remove: pb's queued recipient is routed again" \
 	wait_until 20 _atleast 1 ": $q5: to=<u5@b\\.test>: peer pb is no longer configured: routed to pa"
 tap_check "remove: and delivered through pa to sink c" \
 	wait_until 30 _atleast 1 ": $q5: to=<u5@b\\.test>, relay=127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\]:${sink_port[c]}, .*status=sent "
 tap_is "remove: sink c has both messages" "$(files "$top/c")" 2
+tap_is "remove: a removed peer's breaker reads closed" "$(pb_breaker)" 'tern_breaker_state{peer="pb"} 0'
 tap_is "the queue is empty" "$(ternq_ list --json | wc -l)" 0
 
 # --- pb added back: its series once, its count kept -----------------------------------
@@ -109,5 +122,6 @@ reconfigure "${sink_port[c]}" "${sink_port[b]}"
 tap_check "re-added: pb starts again" wait_until 10 _atleast 2 'peer pb: relaying to '
 tap_is "re-added: one series for pb, still counting 1" "$(pb_sent)" \
 	'tern_deliveries_total{peer="pb",status="sent"} 1'
+tap_is "re-added: its breaker starts closed" "$(pb_breaker)" 'tern_breaker_state{peer="pb"} 0'
 ternd_stop_checked
 tap_done

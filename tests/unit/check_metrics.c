@@ -174,6 +174,7 @@ END_TEST
 
 /* Registration while updates and scrapes run: a reload adding peers. */
 static _Atomic int adding, latest, hammered, scraped;
+static long per_peer[100];		/* the hammer's counts, read after join */
 
 /* add_hammer - count into the newest series (counter and histogram)
  * until registration ends; how many times */
@@ -184,9 +185,12 @@ static void *add_hammer(void *arg)
 
 	(void)arg;
 	while (atomic_load(&adding)) {
-		snprintf(peer, sizeof(peer), "p%d", atomic_load(&latest));
+		int k = atomic_load(&latest);
+
+		snprintf(peer, sizeof(peer), "p%d", k);
 		metric_add(shared_c, 1, peer);
 		metric_observe(shared_h, 0.5, peer);
+		per_peer[k]++;
 		atomic_store(&hammered, 1);
 		n++;
 	}
@@ -230,6 +234,7 @@ START_TEST(test_register_later)
 		metric_series(shared_c, "p0");
 		metric_series(shared_h, "p0");
 		atomic_store(&latest, 0);
+		memset(per_peer, 0, sizeof(per_peer));
 		atomic_store(&hammered, 0);
 		atomic_store(&scraped, 0);
 		atomic_store(&adding, 1);
@@ -253,6 +258,12 @@ START_TEST(test_register_later)
 		/* every update found its series, old index or new */
 		ck_assert_int_eq(sum_of(text, "t_total{"), (long)counted);
 		ck_assert_int_eq(sum_of(text, "t_seconds_count{"), (long)counted);
+		for (int i = 0; i < 100; i++) {	/* each in its own series */
+			char want[64];
+
+			snprintf(want, sizeof(want), "\nt_total{peer=\"p%d\"} %ld\n", i, per_peer[i]);
+			ck_assert_msg(strstr(text, want) != NULL, "want %s", want + 1);
+		}
 		ck_assert_ptr_nonnull(strstr(text, "\nt_total{peer=\"p99\"} "));
 		ck_assert_ptr_null(strstr(strstr(text, "t_total{peer=\"p0\"}") + 1,
 					  "t_total{peer=\"p0\"}"));
