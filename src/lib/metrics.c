@@ -108,16 +108,14 @@ void metric_series(struct metric *m, ...)
 	va_end(ap);
 	if (m->type == METRIC_HISTOGRAM)
 		s->buckets = xcalloc(m->nbuckets + 1, sizeof(*s->buckets));
-	if (n == m->cap) {
-		struct series **grown = xreallocarray(NULL, m->cap ? 2 * m->cap : 8, sizeof(*grown));
+	if (n == m->cap) {	/* a copy: readers may be walking the old index */
+		struct series **grown = xgrowarray(NULL, &m->cap, n + 1, sizeof(*grown));
 
-		if (n)
-			memcpy(grown, index, n * sizeof(*grown));
 		if (index) {
+			memcpy(grown, index, n * sizeof(*grown));
 			m->outgrown = xreallocarray(m->outgrown, m->noutgrown + 1, sizeof(*m->outgrown));
 			m->outgrown[m->noutgrown++] = index;
 		}
-		m->cap = m->cap ? 2 * m->cap : 8;
 		atomic_store_explicit(&m->index, grown, memory_order_release);
 		index = grown;
 	}

@@ -1842,7 +1842,6 @@ void relay_reload(const struct conf *conf)
 				continue;
 			}
 			stats_peer(p->name);	/* before its threads update them */
-			metric_set(stats.breaker, 0, p->name);	/* added back: closed again */
 			if (rt->tls) {
 				if (session_key == NULL)
 					open_session_key(conf);
