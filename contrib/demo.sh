@@ -19,9 +19,9 @@
 # message, the delivery report and the metrics. Running it again stops
 # the previous demo and starts afresh; "stop" leaves DEMO_DIR for a look.
 # Nothing outside DEMO_DIR and build/ is touched, except that the tern user
-# is created and the postfix user is added to the tern group (to reach
-# ternd's LMTP socket). The system Postfix instance must not listen on the
-# demo's ports.
+# is created. Postfix reaches ternd's LMTP socket through its group
+# (lmtp_socket_group = postfix) and nothing else of tern's. The system
+# Postfix instance must not listen on the demo's ports.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
@@ -103,7 +103,6 @@ for port in $FRONT_PORT $SMARTHOST_PORT $MILTER_PORT $METRICS_TERND $METRICS_MIL
 	listening "$port" && die "127.0.0.1:$port is in use (the system Postfix?); stop it first"
 done
 ensure_tern_user || die "cannot create the tern user"
-usermod -a -G tern postfix
 
 say "a self-signed certificate for the smarthost (ECDSA P-256)"
 mkdir -p "$D/pki"
@@ -137,7 +136,10 @@ listen = inet:$MILTER_PORT@127.0.0.1
 metrics_listen = 127.0.0.1:$METRICS_MILTER
 
 [ternd]
+# Postfix submits through this socket (tern:postfix, 0660) and can do
+# nothing else: the queue and the control socket are tern's alone.
 lmtp_listen = unix:$D/run/lmtp.sock
+lmtp_socket_group = postfix
 smtp_listen =
 metrics_listen = 127.0.0.1:$METRICS_TERND
 

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "privs.h"
 
 static const char *log_prog = "tern";
 static const char *log_service = "tern";
@@ -80,10 +81,9 @@ int log_file_open(const char *path, char *err, size_t errlen)
 	char *dot;
 	int fd;
 
-	if ((fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640)) < 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+	/* as root: a regular file with one name, never a link or a FIFO */
+	if ((fd = privs_open_file(path, O_WRONLY | O_APPEND | O_CREAT, 0640, err, errlen)) < 0)
 		return -1;
-	}
 	if (gethostname(log_host, sizeof(log_host) - 1) < 0 || log_host[0] == '\0')
 		snprintf(log_host, sizeof(log_host), "localhost");
 	if ((dot = strchr(log_host, '.')) != NULL)

@@ -106,6 +106,24 @@ static int newer_table(int rc, int readonly, int *missing)
 	return *missing ? 0 : rc;
 }
 
+/* store_lock_share - the lock file of an environment in dir: 0660 when
+ * its group may read the data file (an LMDB reader, ternq run by a member
+ * of admin_group, writes its slot in the reader table), else 0600 */
+void store_lock_share(const char *dir)
+{
+	char path[4096];
+	struct stat st;
+	mode_t mode;
+
+	snprintf(path, sizeof(path), "%s/data.mdb", dir);
+	if (stat(path, &st) < 0)
+		return;
+	mode = st.st_mode & S_IRGRP ? 0660 : 0600;
+	snprintf(path, sizeof(path), "%s/lock.mdb", dir);
+	if (chmod(path, mode) < 0)
+		return;	/* readers then fail with a clear error of their own */
+}
+
 /* store_open - open (creating if allowed) the queue environment in dir;
  * a read-write open brings an older layout up to date */
 struct store *store_open(const char *dir, int readonly, size_t mapsize, char *err, size_t errlen)
@@ -129,6 +147,8 @@ struct store *store_open(const char *dir, int readonly, size_t mapsize, char *er
 		snprintf(err, errlen, "%s: cannot open queue database: %s", dir, mdb_strerror(rc));
 		goto fail;
 	}
+	if (!readonly)
+		store_lock_share(dir);
 	/* Another process may have grown the map: adopt its size. */
 	mdb_env_set_mapsize(st->env, 0);
 	mdb_env_info(st->env, &info);

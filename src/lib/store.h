@@ -31,6 +31,7 @@ struct store_seg {
 };
 
 struct store *store_open(const char *dir, int readonly, size_t mapsize, char *err, size_t errlen);
+void store_lock_share(const char *dir);
 void store_close(struct store **st);
 uint64_t store_rebuilt(const struct store *st);
 int store_reader_check(struct store *st);

@@ -20,6 +20,7 @@
 
 #include <lmdb.h>
 
+#include "store.h"
 #include "store_codec.h"
 #include "store_journal.h"
 #include "xalloc.h"
@@ -67,6 +68,7 @@ struct journal_db *journal_db_open(const char *dir, int readonly, char *err, siz
 	if (!readonly) {
 		int dead;
 
+		store_lock_share(dir);
 		mdb_reader_check(db->env, &dead);
 	}
 	return db;

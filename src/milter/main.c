@@ -182,24 +182,36 @@ static void nodelay_listeners(void)
 	}
 }
 
-/* own_unix_socket - give a unix milter socket to the run-time user, mode 0660 */
-static void own_unix_socket(const char *listen, const char *user)
+/* open_socket - libmilter's socket; a unix one is made, stale one removed,
+ * by the run-time user with mode 0660 and socket_group (privs_fs_enter):
+ * root never touches a name in a directory that user can write */
+static void open_socket(const struct conf *conf, uid_t uid, gid_t gid)
 {
-	const char *path = NULL;
-	uid_t uid;
-	gid_t gid;
-	char err[256];
+	const char *listen = conf->milter.listen;
+	struct privs_fs fs;
+	gid_t sgid = gid;
+	char err[512];
+	int rc;
 
-	if (strncmp(listen, "unix:", 5) == 0)
-		path = listen + 5;
-	else if (strncmp(listen, "local:", 6) == 0)
-		path = listen + 6;
-	if (path == NULL || geteuid() != 0)
-		return;
-	if (privs_lookup(user, &uid, &gid, err, sizeof(err)) < 0)
-		log_fatal_status(2, "%s", err);
-	if (chmod(path, 0660) < 0 || chown(path, uid, gid) < 0)
-		log_fatal("cannot set owner and mode of %s: %s", path, strerror(errno));
+	if (conf->milter.socket_group[0] && privs_group(conf->milter.socket_group, &sgid, err,
+							 sizeof(err)) < 0)
+		log_fatal_status(2, "socket_group: %s", err);
+	if (privs_fs_enter(&fs, uid, sgid, 0117) < 0)
+		log_fatal("cannot take the identity of uid %u: %s", (unsigned)uid, strerror(errno));
+	rc = smfi_opensocket(1);
+	privs_fs_leave(&fs);
+	if (rc == MI_FAILURE)
+		log_fatal("cannot listen on %s (in use? bad address? permissions? a unix socket is "
+			  "made as the tern user: its directory must be writable by it)", listen);
+	/* Not root: our own socket, in a group we are in; no privilege used. */
+	if (!fs.active && sgid != getegid()) {
+		const char *path = strncmp(listen, "unix:", 5) == 0 ? listen + 5
+			: strncmp(listen, "local:", 6) == 0 ? listen + 6 : NULL;
+
+		if (path && lchown(path, (uid_t)-1, sgid) < 0)
+			log_fatal("%s: cannot give it to group %u: %s", path, (unsigned)sgid,
+				  strerror(errno));
+	}
 }
 
 /* usage - print usage and exit 2 */
@@ -227,6 +239,8 @@ int main(int argc, char **argv)
 	static sigset_t usr1;
 	pthread_t tid;
 	long long stop_timeout;
+	uid_t uid;
+	gid_t gid;
 	int ch, rc, left;
 
 	log_init(argv[0], "milter");
@@ -268,10 +282,14 @@ int main(int argc, char **argv)
 	 * sends a header field of up to header_size_limit (100 KB) in one:
 	 * take it, so that max_header_size decides, not a dropped session. */
 	smfi_setmaxdatasize(256 * 1024);
-	umask(077);
-	if (smfi_opensocket(1) == MI_FAILURE)
-		log_fatal("cannot listen on %s (in use? bad address? permissions?)", m->listen);
-	own_unix_socket(m->listen, conf->global.user);
+	if (geteuid() == 0) {
+		if (privs_lookup(conf->global.user, &uid, &gid, err, sizeof(err)) < 0)
+			log_fatal_status(2, "%s", err);
+	} else {
+		uid = geteuid();
+		gid = getegid();
+	}
+	open_socket(conf, uid, gid);
 	nodelay_listeners();
 
 	if (!cli.foreground) {
@@ -279,14 +297,17 @@ int main(int argc, char **argv)
 			log_fatal("%s", err);
 		log_open(conf->global.syslog_name, 0, cli.verbose);
 	}
-	if (geteuid() == 0) {
+	{
 		/* STATE_DIR holds the journal: shared with ternd, owned by tern */
-		uid_t uid;
-		gid_t gid;
+		gid_t admin_gid = 0;
+		int admin = conf->global.admin_group[0] != '\0';
 
-		if (privs_lookup(conf->global.user, &uid, &gid, err, sizeof(err)) < 0
-		    || privs_own_dir(conf->global.state_dir, uid, gid, 0750, 0, err, sizeof(err)) < 0)
-			log_warning("%s; messages are not journaled", err);
+		if (admin && privs_group(conf->global.admin_group, &admin_gid, err, sizeof(err)) < 0)
+			log_fatal_status(2, "admin_group: %s", err);
+		if ((rc = privs_own_queue_dir(conf->global.state_dir, uid, gid, admin, admin_gid, err,
+					      sizeof(err))) != 0)
+			log_warning("%s%s", err, rc < 0 ? "; messages are not journaled" : "");
+		umask(admin ? 027 : 077);
 	}
 	if (privs_drop(conf->global.user, err, sizeof(err)) < 0)
 		log_fatal("%s", err);

@@ -27,6 +27,7 @@
 
 #include "cli.h"
 #include "log.h"
+#include "privs.h"
 #include "report.h"
 #include "store.h"
 #include "units.h"
@@ -146,6 +147,7 @@ static void from_history(struct report *r, const struct conf *conf, uint64_t fro
 			 uint64_t now)
 {
 	char path[4096], err[1024];
+	struct privs_fs fs;
 	struct store *st;
 	const char *why;
 
@@ -153,7 +155,12 @@ static void from_history(struct report *r, const struct conf *conf, uint64_t fro
 		die(EXIT_USAGE, "%s", why);
 	r->generated_us = now;
 	snprintf(path, sizeof(path), "%s/queue", conf->global.state_dir);
-	if ((st = store_open(path, 1, 0, err, sizeof(err))) == NULL)
+	/* as the tern user: its directory, where root makes no path operation */
+	if (privs_fs_enter_user(&fs, conf->global.user, err, sizeof(err)) < 0)
+		die(EXIT_FAIL, "%s", err);
+	st = store_open(path, 1, 0, err, sizeof(err));
+	privs_fs_leave(&fs);
+	if (st == NULL)
 		die(EXIT_FAIL, "%s", err);
 	if (store_hist_foreach_range(st, from, to, report_add, r) < 0)
 		die(EXIT_FAIL, "%s: cannot read the delivery history", path);

@@ -115,7 +115,9 @@ void control_setup(void)
 	int is_unix;
 
 	snprintf(spec, sizeof(spec), "unix:%s", conf_control_socket(ternd.conf, path, sizeof(path)));
-	if ((control_fd = listen_open(spec, ternd_conf()->global.user, &is_unix, err, sizeof(err))) < 0)
+	/* 0600, or 0660 to admin_group; the peer is checked all the same */
+	if ((control_fd = listen_open(spec, ternd.uid, ternd.admin ? ternd.admin_gid : ternd.gid,
+				      ternd.admin ? 0660 : 0600, &is_unix, err, sizeof(err))) < 0)
 		log_fatal("cannot open the control socket: %s", err);
 }
 

@@ -47,38 +47,26 @@ struct conn {
 };
 
 /* listen_open - open one listener from "inet:HOST:PORT" or "unix:PATH";
- * a unix socket is given to owner (when we are root), mode 0660 */
-int listen_open(const char *spec, const char *owner, int *unix_socket, char *err, size_t errlen)
+ * a unix socket is made owned by uid:gid with mode (privs_bind_unix) */
+int listen_open(const char *spec, uid_t uid, gid_t gid, mode_t mode, int *unix_socket, char *err,
+		size_t errlen)
 {
 	int fd, one = 1;
 
 	*unix_socket = strncmp(spec, "unix:", 5) == 0;
 	if (*unix_socket) {
-		struct sockaddr_un sun = {.sun_family = AF_UNIX};
-		const char *path = spec + 5;
+		char why[512];
 
-		if (strlen(path) >= sizeof(sun.sun_path)) {
-			snprintf(err, errlen, "%s: socket path too long", spec);
-			return -1;
-		}
-		strcpy(sun.sun_path, path);
-		unlink(path);
-		if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0
-		    || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 || chmod(path, 0660) < 0
-		    || listen(fd, 128) < 0) {
+		if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) {
 			snprintf(err, errlen, "%s: %s", spec, strerror(errno));
 			return -1;
 		}
-		if (geteuid() == 0) {
-			uid_t uid;
-			gid_t gid;
-
-			if (privs_lookup(owner, &uid, &gid, err, errlen) < 0)
-				return -1;
-			if (chown(path, uid, gid) < 0) {
-				snprintf(err, errlen, "%s: %s", spec, strerror(errno));
-				return -1;
-			}
+		if (privs_bind_unix(fd, spec + 5, uid, gid, mode, why, sizeof(why)) < 0
+		    || (listen(fd, 128) < 0 && snprintf(why, sizeof(why), "%s: %s", spec + 5,
+							   strerror(errno)) >= 0)) {
+			snprintf(err, errlen, "%s", why);
+			close(fd);
+			return -1;
 		}
 		return fd;
 	}
@@ -228,6 +216,8 @@ void listen_setup(void)
 {
 	const struct conf_ternd *t = &ternd_conf()->ternd;
 	const char *specs[2] = {t->lmtp_listen, t->smtp_listen};
+	/* the LMTP socket is the MTA's, through lmtp_socket_group alone */
+	gid_t groups[2] = {ternd.lmtp_gid, ternd.gid};
 	char err[512];
 
 	for (int i = 0; i < 2; i++) {
@@ -235,7 +225,7 @@ void listen_setup(void)
 
 		if (specs[i][0] == '\0')
 			continue;
-		if ((l->fd = listen_open(specs[i], ternd_conf()->global.user, &l->unix_socket,
+		if ((l->fd = listen_open(specs[i], ternd.uid, groups[i], 0660, &l->unix_socket,
 					 err, sizeof(err))) < 0)
 			log_fatal("cannot listen: %s", err);
 		l->lmtp = i == 0;

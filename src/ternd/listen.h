@@ -3,8 +3,10 @@
 #define TERN_LISTEN_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
-int listen_open(const char *spec, const char *owner, int *unix_socket, char *err, size_t errlen);
+int listen_open(const char *spec, uid_t uid, gid_t gid, mode_t mode, int *unix_socket, char *err,
+		size_t errlen);
 void listen_setup(void);
 
 #endif

@@ -45,16 +45,21 @@ static size_t nretired;
 
 static int pid_fd = -1;
 
-/* lock_pid_file - one ternd per run directory: lock RUN_DIR/ternd.pid */
+/* lock_pid_file - one ternd per run directory: lock RUN_DIR/ternd.pid,
+ * opened as the tern user (RUN_DIR is its), a regular file with one name */
 static void lock_pid_file(void)
 {
-	char path[512], pid[32] = "";
+	char path[512], pid[32] = "", err[600];
+	struct privs_fs fs;
 	ssize_t n;
 
 	snprintf(path, sizeof(path), "%s/ternd.pid", ternd.conf->global.run_dir);
-	/* O_NOFOLLOW: root must not follow a link the tern user planted. */
-	if ((pid_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644)) < 0)
-		log_fatal("%s: %s", path, strerror(errno));
+	if (privs_fs_enter(&fs, ternd.uid, ternd.gid, 022) < 0)
+		log_fatal("%s: cannot take the tern user's identity: %s", path, strerror(errno));
+	pid_fd = privs_open_file(path, O_RDWR | O_CREAT, 0644, err, sizeof(err));
+	privs_fs_leave(&fs);
+	if (pid_fd < 0)
+		log_fatal("pid file %s", err);
 	if (flock(pid_fd, LOCK_EX | LOCK_NB) < 0) {
 		n = read(pid_fd, pid, sizeof(pid) - 1);
 		pid[n > 0 ? n : 0] = '\0';
@@ -62,6 +67,26 @@ static void lock_pid_file(void)
 		log_fatal_status(1, "another ternd is running (pid %s, %s is locked)",
 				 pid[0] ? pid : "unknown", path);
 	}
+}
+
+/* own_dirs - STATE_DIR and SPOOL_DIR (privs_own_queue_dir); RUN_DIR
+ * 0755, since its sockets carry their own modes */
+static void own_dirs(const struct conf_global *g)
+{
+	const char *dirs[2] = {g->state_dir, g->spool_dir};
+	char err[1024];
+
+	for (int i = 0; i < 2; i++) {
+		int rc = privs_own_queue_dir(dirs[i], ternd.uid, ternd.gid, ternd.admin,
+					     ternd.admin_gid, err, sizeof(err));
+
+		if (rc < 0)
+			log_fatal("%s", err);
+		if (rc == 1)
+			log_warning("%s", err);
+	}
+	if (privs_own_dir(g->run_dir, ternd.uid, ternd.gid, 0755, 1, err, sizeof(err)) < 0)
+		log_fatal("%s", err);
 }
 
 /* write_pid - our pid into the locked pid file (after detaching) */
@@ -142,8 +167,6 @@ int main(int argc, char **argv)
 	const struct conf_global *g;
 	char err[1024];
 	sigset_t set;
-	uid_t uid;
-	gid_t gid;
 	int ch, sig;
 
 	log_init(argv[0], "ternd");
@@ -170,19 +193,27 @@ int main(int argc, char **argv)
 
 	/* As root: relay peers' TLS contexts, client keys, AUTH passwords. */
 	relay_prepare();
-	/* As root: directories, sockets. */
-	umask(027);
+	/* As root: who is who, directories, sockets. */
 	if (geteuid() == 0) {
-		if (privs_lookup(g->user, &uid, &gid, err, sizeof(err)) < 0)
+		if (privs_lookup(g->user, &ternd.uid, &ternd.gid, err, sizeof(err)) < 0)
 			log_fatal_status(2, "%s", err);
 	} else {
-		uid = geteuid();
-		gid = getegid();
+		ternd.uid = geteuid();
+		ternd.gid = getegid();
 	}
-	if (privs_own_dir(g->state_dir, uid, gid, 0750, 0, err, sizeof(err)) < 0
-	    || privs_own_dir(g->spool_dir, uid, gid, 0750, 0, err, sizeof(err)) < 0
-	    || privs_own_dir(g->run_dir, uid, gid, 0750, 1, err, sizeof(err)) < 0)
-		log_fatal("%s", err);
+	ternd.lmtp_gid = ternd.gid;
+	if (ternd.conf->ternd.lmtp_socket_group[0]
+	    && privs_group(ternd.conf->ternd.lmtp_socket_group, &ternd.lmtp_gid, err, sizeof(err)) < 0)
+		log_fatal_status(2, "lmtp_socket_group: %s", err);
+	if (g->admin_group[0]) {
+		if (privs_group(g->admin_group, &ternd.admin_gid, err, sizeof(err)) < 0)
+			log_fatal_status(2, "admin_group: %s", err);
+		if (ternd.admin_gid == ternd.lmtp_gid && ternd.conf->ternd.lmtp_listen[0])
+			log_fatal_status(2, "admin_group and lmtp_socket_group are both \"%s\": the "
+					 "MTA's group would administer the queue", g->admin_group);
+		ternd.admin = 1;
+	}
+	own_dirs(g);
 	lock_pid_file();
 	listen_setup();
 	control_setup();
@@ -194,8 +225,9 @@ int main(int argc, char **argv)
 	}
 	if (privs_drop(g->user, err, sizeof(err)) < 0)
 		log_fatal("%s", err);
-	/* Group members (ternq) need to write LMDB's lock file: 0660. */
-	umask(007);
+	/* Files: 0600, or 0640 to admin_group (through the directories' set
+	 * group id); LMDB's lock file 0660 then (store_lock_share). */
+	umask(ternd.admin ? 027 : 077);
 
 	/* As the tern user: the queue, locked for this process's life so that
 	 * ternq never writes it behind our back (see ternq's direct mode). */
@@ -204,7 +236,7 @@ int main(int argc, char **argv)
 		int lock_fd;
 
 		snprintf(path, sizeof(path), "%s/ternd.lock", g->state_dir);
-		if ((lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0660)) < 0
+		if ((lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0
 		    || flock(lock_fd, LOCK_EX | LOCK_NB) < 0)
 			log_fatal("%s: %s", path, errno == EWOULDBLOCK
 				  ? "another ternd (or ternq) is using this state_dir" : strerror(errno));

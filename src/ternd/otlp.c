@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "privs.h"
 #include "otlp.h"
 #include "ternd.h"
 #include "xalloc.h"
@@ -36,10 +37,13 @@ void otlp_open(const struct conf *conf)
 {
 	const char *path = conf->ternd.otlp_spans_file;
 
+	char err[600];
+
 	if (path[0] == '\0')
 		return;
-	if ((sp.fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640)) < 0)
-		log_fatal("otlp_spans_file %s: %s", path, strerror(errno));
+	/* as root: a regular file with one name, never a link or a FIFO */
+	if ((sp.fd = privs_open_file(path, O_WRONLY | O_APPEND | O_CREAT, 0640, err, sizeof(err))) < 0)
+		log_fatal("otlp_spans_file %s", err);
 }
 
 /* otlp_enabled - is there a span file */

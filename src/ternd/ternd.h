@@ -9,6 +9,7 @@
 #include <semaphore.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 
 #include "conf.h"
@@ -47,6 +48,11 @@ struct ternd {
 	struct spool *spool;
 	struct qid_gen qids;
 	const char *hostname;
+	/* who is who (main.c, before dropping privileges): the tern user, its
+	 * group, the LMTP socket's group and admin_group when set */
+	uid_t uid;
+	gid_t gid, lmtp_gid, admin_gid;
+	int admin;
 	/* committer queue */
 	pthread_mutex_t lock;
 	pthread_cond_t work, ended;	/* ended: a session has ended */

@@ -28,6 +28,7 @@
 
 #include "cli.h"
 #include "log.h"
+#include "privs.h"
 #include "qshape.h"
 #include "queue_ops.h"
 #include "smtp_cmd.h"
@@ -602,6 +603,7 @@ int main(int argc, char **argv)
 	struct ternq q = {0};
 	struct cli cli;
 	const char *cmd;
+	char err[512];
 	int ch, rc;
 
 	log_init(argv[0], "ternq");
@@ -617,6 +619,12 @@ int main(int argc, char **argv)
 	if (sodium_init() < 0)
 		return EXIT_USAGE;
 	q.conf = cli_load_conf(&cli);
+	/* Root works on the queue as the tern user: its directories are that
+	 * user's, and root makes no path operation in them. */
+	if (geteuid() == 0 && privs_drop(q.conf->global.user, err, sizeof(err)) < 0) {
+		fprintf(stderr, "ternq: %s\n", err);
+		return EXIT_USAGE;
+	}
 	q.now = now_us();
 	cmd = optind < argc ? argv[optind] : "list";
 	/* Options may also follow the command (and its arguments): parse the

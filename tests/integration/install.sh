@@ -71,9 +71,9 @@ if command -v systemd-sysusers >/dev/null && command -v systemd-tmpfiles >/dev/n
 		"$(grep '^tern:' "$sysroot/etc/passwd")" '^tern:x:[0-9]+:[0-9]+:[^:]*:/var/lib/tern:/usr/sbin/nologin$'
 	tap_check "systemd-tmpfiles creates the directories" \
 		systemd-tmpfiles --root="$sysroot" --create "$top_srcdir/contrib/tern.tmpfiles"
-	tap_is "run, state and spool directories: 0750 tern" \
+	tap_is "run 0755, state and spool directories 0700, tern's" \
 		"$(cd "$sysroot" && stat -c '%n %a' run/tern var/lib/tern var/spool/tern | tr '\n' ' ')" \
-		"run/tern 750 var/lib/tern 750 var/spool/tern 750 "
+		"run/tern 755 var/lib/tern 700 var/spool/tern 700 "
 	tap_is "their owner is the tern user of that root" \
 		"$(stat -c %u "$sysroot/var/spool/tern")" "$(grep '^tern:' "$sysroot/etc/passwd" | cut -d: -f3)"
 else

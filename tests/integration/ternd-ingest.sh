@@ -15,7 +15,7 @@ for cmd in swaks smtp-source postfix python3; do
 done
 
 top=$(tap_tmpdir)
-ternd_setup "$top/t" "message_size_limit = 20KB" "recipient_limit = 3" \
+ternd_setup "$top/t" "lmtp_socket_group = postfix" "message_size_limit = 20KB" "recipient_limit = 3" \
 	"line_length_limit = 100" "max_inbound_sessions = 4" "max_errors = 5" \
 	"inbound_networks = 127.0.0.1/32" || exit 1
 
@@ -127,8 +127,6 @@ pf_port=$(free_port)
 pf_create "$pf" "$pf_port"
 pf_conf "$pf" "default_transport = lmtp:unix:$TERND_LMTP" "relay_transport = lmtp:unix:$TERND_LMTP" \
 	"relayhost =" "lmtp_destination_recipient_limit = 50"
-# Postfix's lmtp client runs as postfix: let it into the socket's group.
-usermod -a -G tern postfix
 tap_check "postfix starts" pf_start "$pf"
 swaks --server 127.0.0.1 --port "$pf_port" --from a@example.org --to x1@example.com,x2@example.net \
 	--header "Subject: via postfix" >"$top/pf.swaks" 2>&1

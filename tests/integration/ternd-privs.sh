@@ -1,10 +1,10 @@
 #!/bin/bash
 # ternd-privs.sh - privileges and secrets of ternd and tern-milter, as
 # ternd(8) and tern.conf(5) document them:
-#   1. ternd runs as the tern user with no capabilities; its sockets (LMTP,
-#      control) are 0660 tern:tern; the session key is 0600; the database
-#      0660 and bodies 0640 (for ternq in the tern group); directories
-#      0750; nothing under state, spool or run is open to others
+#   1. ternd runs as the tern user with no capabilities; its LMTP socket is
+#      0660 tern:tern, its control socket 0600 (no admin_group); the session
+#      key, the database and the bodies 0600; state and spool 0700, run 0755;
+#      nothing under state or spool is open to group or others
 #   2. the keys live in sodium_malloc memory, which is locked (VmLck > 0)
 #   3. a key_file that others can read stops ternd with a clear error;
 #      a trace_key_file that others can read stops tern-milter likewise;
@@ -39,16 +39,21 @@ tap_is "ternd runs as tern (real, effective, saved, fs uid)" \
 tap_is "ternd has no capabilities left" \
 	"$(awk '/^Cap(Prm|Eff):/ { printf "%s ", $2 }' "/proc/$TERND_PID/status")" "0000000000000000 0000000000000000 "
 mode() { stat -c '%A %U:%G' "$1"; }
-tap_is "LMTP socket: 0660 tern:tern" "$(mode "$TERND_LMTP")" "srw-rw---- tern:tern"
-tap_is "control socket: 0660 tern:tern" "$(mode "$t/run/control.sock")" "srw-rw---- tern:tern"
+tap_is "LMTP socket: 0660 tern:tern (lmtp_socket_group empty: the group of user)" \
+	"$(mode "$TERND_LMTP")" "srw-rw---- tern:tern"
+tap_is "control socket: 0600 tern:tern (no admin_group)" "$(mode "$t/run/control.sock")" "srw------- tern:tern"
 tap_is "session key: 0600 tern:tern" "$(mode "$t/state/session.key")" "-rw------- tern:tern"
-tap_is "data.mdb: 0660 tern:tern (ternq in the tern group)" "$(mode "$t/state/queue/data.mdb")" "-rw-rw---- tern:tern"
-tap_is "spool segment and own file: 0640 tern:tern" \
-	"$(find "$t/spool/seg" "$t/spool/own" -type f -exec stat -c '%A %U:%G' {} + | sort | uniq -c | sed 's/^ *//')" "2 -rw-r----- tern:tern"
-tap_is "state, spool and run directories: 0750" \
-	"$(stat -c '%a' "$t/state" "$t/spool" "$t/run" "$t/state/queue" "$t/spool/seg" "$t/spool/own" | sort -u)" 750
-tap_is "nothing under state, spool or run is open to others" \
-	"$(find "$t/state" "$t/spool" "$t/run" -perm /o=rwx | wc -l)" 0
+tap_is "data.mdb and lock.mdb: 0600 tern:tern" \
+	"$(stat -c '%A %U:%G' "$t/state/queue/data.mdb" "$t/state/queue/lock.mdb" | sort -u)" "-rw------- tern:tern"
+tap_is "spool segment and own file: 0600 tern:tern" \
+	"$(find "$t/spool/seg" "$t/spool/own" -type f -exec stat -c '%A %U:%G' {} + | sort | uniq -c | sed 's/^ *//')" "2 -rw------- tern:tern"
+tap_is "state and spool directories: 0700; run directory 0755" \
+	"$(stat -c '%n %a' "$t/state" "$t/spool" "$t/run" "$t/state/queue" "$t/spool/seg" "$t/spool/own" | sed "s|$t/||")" \
+	"$(printf '%s\n' 'state 700' 'spool 700' 'run 755' 'state/queue 700' 'spool/seg 700' 'spool/own 700')"
+tap_is "nothing under state or spool is open to group or others" \
+	"$(find "$t/state" "$t/spool" -perm /g=rwx,o=rwx | wc -l)" 0
+tap_is "in run: only the pid file and the directory are readable by others, nothing writable" \
+	"$(find "$t/run" -perm /o=rwx -printf '%P %m\n' | sort)" "$(printf '%s\n' ' 755' 'ternd.pid 644')"
 
 # --- 2. keys in locked (sodium_malloc) memory --------------------------------------------
 

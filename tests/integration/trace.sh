@@ -92,7 +92,7 @@ chown tern "$top/trace.key"
 milter_port=$(free_port)
 TERND_PEERS=$(printf '%s\n' "[peer sink]" "host = [127.0.0.1]" "port = $peer_port" "tls = none" \
 	"min_idle = 0" "max_connections = 1" "[routes]" "* = sink")
-ternd_setup "$top/ternd" "min_backoff = 2s" "otlp_spans_file = $top/spans.json" \
+ternd_setup "$top/ternd" "min_backoff = 2s" "otlp_spans_file = $top/spans.json" "lmtp_socket_group = postfix" \
 	"[global]" "syslog_name = postfix/tern" "log_file = $top/ternd.syslog" \
 	"trace_key_file = $top/trace.key" "[milter]" "listen = inet:$milter_port@127.0.0.1" || exit 1
 "$milter" -f -c "$TERND_CONF" >"$top/milter.log" 2>&1 &
@@ -107,7 +107,6 @@ pf_conf "$pf" "smtpd_milters = inet:127.0.0.1:$milter_port" "milter_protocol = 6
 	"milter_default_action = tempfail" \
 	"default_transport = lmtp:unix:$TERND_LMTP" "relay_transport = lmtp:unix:$TERND_LMTP" \
 	"relayhost ="
-usermod -a -G tern postfix
 tap_check "postfix starts" pf_start "$pf"
 
 # nlog REGEX - lines of ternd's log matching the extended REGEX
