@@ -4,7 +4,22 @@
  * One line per request, one line per answer: "hold|release|delete|retry
  * QID" answers "ok", "not found" or "error: ..."; "ping" answers "ok".
  * Queue changes go through the committer like everything else that writes.
- * The socket is 0660, owned by the tern user and group.
+ *
+ * Who may: every connection is checked with SO_PEERCRED, whatever the
+ * socket file's mode. Root, the tern user and members of admin_group
+ * (their gid, or one of their supplementary groups by SO_PEERGROUPS) are
+ * served; anyone else is answered "error: permission denied", closed and
+ * logged with its uid and pid.
+ *
+ * How long: up to CONTROL_CLIENTS clients at once, each in its own
+ * thread; one more is answered "error: busy". Each request line must be
+ * whole within CONTROL_DEADLINE_MS of the connection or of the previous
+ * answer (a deadline that no byte moves), and each answer taken within as
+ * long; otherwise "error: timeout" and the connection is closed. So a slow
+ * client holds its own thread for a bounded time and nothing else.
+ *
+ * Never: serve a connection whose peer was not checked, or wait on a
+ * client without a deadline.
  */
 #include "config.h"
 
@@ -12,8 +27,10 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "listen.h"
@@ -21,11 +38,32 @@
 #include "queue_ops.h"
 #include "stats.h"
 #include "ternd.h"
+#include "xalloc.h"
+
+#define CONTROL_CLIENTS 8		/* served at once */
+#define CONTROL_DEADLINE_MS 10000	/* for each request line, and each answer */
+#define CONTROL_GROUPS_MAX 65536	/* NGROUPS_MAX of Linux */
 
 static int control_fd = -1;
+static pthread_mutex_t clients_lock = PTHREAD_MUTEX_INITIALIZER;
+static int nclients;
 
-/* control_request - answer one request line */
-static void control_request(char *line, char *answer, size_t len)
+struct client {
+	int fd;
+	struct ucred cred;
+};
+
+/* ms_now - monotonic milliseconds */
+static long long ms_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* control_request - answer one request line of the client cred */
+static void control_request(char *line, const struct ucred *cred, char *answer, size_t len)
 {
 	char verb[16], qid[64];
 	struct queue_op_arg a;
@@ -60,55 +98,196 @@ static void control_request(char *line, char *answer, size_t len)
 	stats_queue(a.was, a.now);
 	if (a.op == QOP_DELETE)
 		ternd.queued--;
-	log_info("%s: %s by ternq", a.qid, a.op == QOP_HOLD ? "held" : a.op == QOP_RELEASE
-		 ? "released" : a.op == QOP_DELETE ? "removed" : "scheduled for retry");
+	log_info("%s: %s by ternq (uid %u)", a.qid, a.op == QOP_HOLD ? "held" : a.op == QOP_RELEASE
+		 ? "released" : a.op == QOP_DELETE ? "removed" : "scheduled for retry",
+		 (unsigned)cred->uid);
 	snprintf(answer, len, "ok");
 }
 
-/* control_loop - serve ternq, one client at a time */
+/* control_send - write text and a newline by the deadline; -1 if not */
+static int control_send(int fd, const char *text, long long deadline)
+{
+	char line[512];
+	int n = snprintf(line, sizeof(line), "%s\n", text);
+	size_t len = n < 0 ? 0 : (size_t)n >= sizeof(line) ? sizeof(line) - 1 : (size_t)n, off = 0;
+
+	while (off < len) {
+		struct pollfd p = {fd, POLLOUT, 0};
+		ssize_t k = send(fd, line + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+		long long wait;
+
+		if (k > 0) {
+			off += (size_t)k;
+			continue;
+		}
+		if (k < 0 && errno != EAGAIN && errno != EINTR)
+			return -1;
+		if ((wait = deadline - ms_now()) <= 0)
+			return -1;
+		if (poll(&p, 1, (int)wait) < 0 && errno != EINTR)
+			return -1;
+	}
+	return 0;
+}
+
+/* peer_in_group - whether gid is one of the peer's supplementary groups */
+static int peer_in_group(int fd, gid_t gid)
+{
+	gid_t small[64], *groups = small;
+	socklen_t cap = sizeof(small), len = cap;
+	int found = 0;
+
+	while (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0) {
+		/* ERANGE: len says how much the list needs (Linux >= 4.13) */
+		if (errno != ERANGE || len <= cap || len > CONTROL_GROUPS_MAX * sizeof(gid_t)) {
+			len = 0;
+			break;
+		}
+		if (groups != small)
+			free(groups);
+		groups = xmalloc(len);
+		cap = len;
+	}
+	for (size_t i = 0; i < len / sizeof(gid_t) && !found; i++)
+		found = groups[i] == gid;
+	if (groups != small)
+		free(groups);
+	return found;
+}
+
+/* control_allowed - whether the peer of fd may administer (cred is filled) */
+static int control_allowed(int fd, struct ucred *cred)
+{
+	socklen_t len = sizeof(*cred);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cred, &len) < 0 || len != sizeof(*cred)) {
+		cred->pid = 0;
+		cred->uid = (uid_t)-1;
+		cred->gid = (gid_t)-1;
+		return 0;
+	}
+	if (cred->uid == 0 || cred->uid == ternd.uid)
+		return 1;
+	return ternd.admin && (cred->gid == ternd.admin_gid || peer_in_group(fd, ternd.admin_gid));
+}
+
+/* control_client - serve one checked client until it leaves, errs or
+ * misses a deadline */
+static void *control_client(void *arg)
+{
+	struct client *c = arg;
+	char buf[512], answer[300];
+	size_t have = 0;
+	long long deadline = ms_now() + CONTROL_DEADLINE_MS;
+
+	for (;;) {
+		struct pollfd p = {c->fd, POLLIN, 0};
+		char *nl = memchr(buf, '\n', have);
+		long long wait;
+		ssize_t n;
+
+		if (nl != NULL) {
+			size_t used = (size_t)(nl - buf) + 1;
+
+			*nl = '\0';
+			control_request(buf, &c->cred, answer, sizeof(answer));
+			if (control_send(c->fd, answer, ms_now() + CONTROL_DEADLINE_MS) < 0)
+				break;
+			memmove(buf, buf + used, have - used);
+			have -= used;
+			deadline = ms_now() + CONTROL_DEADLINE_MS;
+			continue;
+		}
+		if (have == sizeof(buf)) {
+			control_send(c->fd, "error: bad request", ms_now());
+			break;	/* a line longer than any request */
+		}
+		if ((wait = deadline - ms_now()) <= 0) {
+			log_warning("control: uid %u (pid %ld): no whole request within %d s: "
+				    "disconnected", (unsigned)c->cred.uid, (long)c->cred.pid,
+				    CONTROL_DEADLINE_MS / 1000);
+			control_send(c->fd, "error: timeout", ms_now());
+			break;
+		}
+		if (poll(&p, 1, (int)wait) <= 0)
+			continue;	/* EINTR, or the deadline: seen above */
+		n = read(c->fd, buf + have, sizeof(buf) - have);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+	}
+	close(c->fd);
+	free(c);
+	pthread_mutex_lock(&clients_lock);
+	nclients--;
+	pthread_mutex_unlock(&clients_lock);
+	return NULL;
+}
+
+/* control_refuse - answer text, close, log why */
+static void control_refuse(int fd, const struct ucred *cred, const char *text, const char *why)
+{
+	log_warning("control: refused uid %u (pid %ld): %s", (unsigned)cred->uid, (long)cred->pid,
+		    why);
+	control_send(fd, text, ms_now());
+	close(fd);
+}
+
+/* control_loop - accept ternq's connections, check them, give each a thread */
 static void *control_loop(void *arg)
 {
+	pthread_attr_t attr;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	for (;;) {
-		int fd = accept4(control_fd, NULL, NULL, SOCK_CLOEXEC);
-		char buf[4096];
-		size_t have = 0;
+		int fd = accept4(control_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), busy;
+		struct client *c;
+		pthread_t tid;
 
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
-			break;
-		}
-		for (;;) {
-			struct pollfd p = {fd, POLLIN, 0};
-			char *nl, answer[300];
-			ssize_t n;
-
-			if (poll(&p, 1, 10000) <= 0)
+			if (errno == EBADF || errno == EINVAL || errno == ENOTSOCK)
 				break;
-			n = read(fd, buf + have, sizeof(buf) - 1 - have);
-			if (n <= 0)
-				break;
-			have += (size_t)n;
-			while ((nl = memchr(buf, '\n', have)) != NULL) {
-				size_t used = (size_t)(nl - buf) + 1;
-
-				*nl = '\0';
-				control_request(buf, answer, sizeof(answer));
-				strcat(answer, "\n");
-				if (write(fd, answer, strlen(answer)) < 0)
-					break;
-				memmove(buf, buf + used, have - used);
-				have -= used;
-			}
-			if (have == sizeof(buf) - 1)
-				break;	/* a line longer than any request */
+			log_warning("control: accept: %s", strerror(errno));
+			usleep(100000);
+			continue;
 		}
-		close(fd);
+		c = xmalloc(sizeof(*c));
+		c->fd = fd;
+		if (!control_allowed(fd, &c->cred)) {
+			control_refuse(fd, &c->cred, "error: permission denied",
+				       "not root, the tern user or a member of admin_group");
+			free(c);
+			continue;
+		}
+		pthread_mutex_lock(&clients_lock);
+		busy = nclients >= CONTROL_CLIENTS;
+		if (!busy)
+			nclients++;
+		pthread_mutex_unlock(&clients_lock);
+		if (busy) {
+			control_refuse(fd, &c->cred, "error: busy", "all control clients busy");
+			free(c);
+			continue;
+		}
+		if (pthread_create(&tid, &attr, control_client, c) != 0) {
+			control_refuse(fd, &c->cred, "error: busy", "cannot start a thread");
+			free(c);
+			pthread_mutex_lock(&clients_lock);
+			nclients--;
+			pthread_mutex_unlock(&clients_lock);
+		}
 	}
+	pthread_attr_destroy(&attr);
 	return arg;
 }
 
-/* control_setup - open the control socket (before dropping privileges) */
+/* control_setup - open the control socket (before dropping privileges);
+ * who may use it is ternd.uid and admin_group, looked up in main.c */
 void control_setup(void)
 {
 	char path[512], spec[520], err[600];

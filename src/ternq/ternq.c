@@ -17,6 +17,8 @@
 #include <string.h>
 #include <strings.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -51,6 +53,8 @@ struct ternq {
 	long long older_ms;
 	const char *by;			/* stats: domain or peer */
 	const char *rcpt;		/* trace --rcpt */
+	const char *timeout;		/* --timeout, as given */
+	long long timeout_ms;
 	uint64_t now;
 	unsigned long long total_bytes;
 	unsigned long long total_msgs;
@@ -63,7 +67,7 @@ static void __attribute__((noreturn)) usage(void)
 		"usage: ternq [-c FILE] [list] [--state queued|deferred|hold] [--peer P] [--older DURATION] [--json]\n"
 		"       ternq [-c FILE] show QID [--json]\n"
 		"       ternq [-c FILE] cat QID\n"
-		"       ternq [-c FILE] hold|release|delete|retry QID... | - | ALL\n"
+		"       ternq [-c FILE] hold|release|delete|retry QID... | - | ALL [--timeout DURATION]\n"
 		"       ternq [-c FILE] stats [--by domain|peer] [--json]\n"
 		"       ternq [-c FILE] trace TRACE-ID|QID|MESSAGE-ID|--rcpt ADDRESS [--json]\n");
 	exit(EXIT_USAGE);
@@ -320,45 +324,102 @@ static int cmd_cat(struct ternq *q, const char *qid)
 	return rc;
 }
 
-/* control_connect - ternd's control socket, or -1 when ternd is not running */
-static int control_connect(const struct conf *conf)
+/* ms_now - monotonic milliseconds */
+static long long ms_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* control_wait - wait for events on fd until the deadline; -1 with errno
+ * ETIMEDOUT when it passes */
+static int control_wait(int fd, short events, long long deadline)
+{
+	for (;;) {
+		struct pollfd p = {fd, events, 0};
+		long long left = deadline - ms_now();
+		int rc;
+
+		if (left <= 0) {
+			errno = ETIMEDOUT;
+			return -1;
+		}
+		rc = poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
+		if (rc > 0)
+			return 0;
+		if (rc < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+/* control_connect - ternd's control socket (non-blocking), or -1 with
+ * errno: ENOENT or ECONNREFUSED when ternd is not running, ETIMEDOUT when
+ * its listen queue stayed full until the deadline */
+static int control_connect(const struct conf *conf, long long deadline)
 {
 	struct sockaddr_un sun = {.sun_family = AF_UNIX};
 	char path[512];
-	int fd;
+	int fd, e;
 
 	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s",
 		 conf_control_socket(conf, path, sizeof(path)));
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
 		return -1;
-	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
-		int e = errno;
-
-		close(fd);
-		errno = e;
-		return -1;
+	while (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		if (errno != EAGAIN || ms_now() >= deadline) {
+			e = errno == EAGAIN ? ETIMEDOUT : errno;
+			close(fd);
+			errno = e;
+			return -1;
+		}
+		poll(NULL, 0, 50);	/* its listen queue is full: ternd is busy */
 	}
 	return fd;
 }
 
-/* control_ask - one request, one answer line */
-static int control_ask(int fd, const char *req, char *answer, size_t len)
+/* control_ask - one request, one answer line, both within timeout_ms;
+ * -1 with errno (ETIMEDOUT: no answer in time) */
+static int control_ask(int fd, const char *req, char *answer, size_t len, long long timeout_ms)
 {
-	size_t have = 0;
+	long long deadline = ms_now() + timeout_ms;
+	size_t have = 0, off = 0, reqlen = strlen(req);
 
-	if (write(fd, req, strlen(req)) != (ssize_t)strlen(req))
-		return -1;
+	while (off < reqlen) {
+		ssize_t k = send(fd, req + off, reqlen - off, MSG_NOSIGNAL);
+
+		if (k > 0)
+			off += (size_t)k;
+		else if (errno == EPIPE || errno == ECONNRESET)
+			break;	/* refused: ternd may have answered why, read it */
+		else if ((errno != EAGAIN && errno != EINTR) || control_wait(fd, POLLOUT, deadline) < 0)
+			return -1;
+	}
 	while (have < len - 1) {
 		ssize_t n = read(fd, answer + have, 1);
 
-		if (n <= 0)
+		if (n == 0) {
+			errno = ECONNRESET;
 			return -1;
+		}
+		if (n < 0) {
+			if ((errno != EAGAIN && errno != EINTR) || control_wait(fd, POLLIN, deadline) < 0)
+				return -1;
+			continue;
+		}
 		if (answer[have] == '\n')
 			break;
 		have++;
 	}
 	answer[have] = '\0';
 	return 0;
+}
+
+/* control_timed_out - say that ternd did not answer in time */
+static void control_timed_out(const struct ternq *q)
+{
+	fprintf(stderr, "ternq: ternd's control socket did not answer within %s\n", q->timeout);
 }
 
 struct change {
@@ -385,8 +446,11 @@ static void change_one(struct change *c, const char *qid)
 	}
 	if (c->fd >= 0) {
 		snprintf(req, sizeof(req), "%s %s\n", c->verb, qid);
-		if (control_ask(c->fd, req, answer, sizeof(answer)) < 0) {
-			fprintf(stderr, "ternq: lost the connection to ternd\n");
+		if (control_ask(c->fd, req, answer, sizeof(answer), c->q->timeout_ms) < 0) {
+			if (errno == ETIMEDOUT)
+				control_timed_out(c->q);
+			else
+				fprintf(stderr, "ternq: lost the connection to ternd\n");
 			c->failed = 1;
 		} else if (strcmp(answer, "not found") == 0) {
 			fprintf(stderr, "ternq: %s: not in the queue\n", qid);
@@ -443,7 +507,11 @@ static int cmd_change(struct ternq *q, const char *verb, char **ids, int nids)
 		usage();
 	if (nids == 0)
 		usage();
-	c.fd = control_connect(q->conf);
+	c.fd = control_connect(q->conf, ms_now() + q->timeout_ms);
+	if (c.fd < 0 && errno == ETIMEDOUT) {
+		control_timed_out(q);
+		return EXIT_USAGE;
+	}
 	if (c.fd < 0 && errno != ENOENT && errno != ECONNREFUSED) {
 		/* ternd may be running: never write behind its back. */
 		fprintf(stderr, "ternq: cannot reach ternd's control socket: %s\n", strerror(errno));
@@ -583,6 +651,14 @@ static int ternq_option(struct ternq *q, int ch, const char *arg)
 	case 'r':
 		q->rcpt = arg;
 		return 1;
+	case 't':
+		why = "must be more than 0";
+		if (units_duration(arg, &q->timeout_ms, &why) < 0 || q->timeout_ms <= 0) {
+			fprintf(stderr, "ternq: --timeout %s: %s\n", arg, why);
+			exit(EXIT_USAGE);
+		}
+		q->timeout = arg;
+		return 1;
 	default:
 		return 0;
 	}
@@ -597,6 +673,7 @@ int main(int argc, char **argv)
 		{"older", required_argument, NULL, 'o'},
 		{"by", required_argument, NULL, 'b'},
 		{"rcpt", required_argument, NULL, 'r'},
+		{"timeout", required_argument, NULL, 't'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -609,6 +686,8 @@ int main(int argc, char **argv)
 	log_init(argv[0], "ternq");
 	cli_init(&cli);
 	q.by = "domain";
+	q.timeout = "30s";
+	q.timeout_ms = 30000;
 	while ((ch = getopt_long(argc, argv, "+" CLI_COMMON_OPTS "Vh", longopts, NULL)) != -1) {
 		if (cli_option(&cli, ch, optarg) || ternq_option(&q, ch, optarg))
 			continue;
@@ -637,7 +716,7 @@ int main(int argc, char **argv)
 		argc = 1;
 	}
 	optind = 0;
-	while ((ch = getopt_long(argc, argv, "js:p:o:b:r:", longopts, NULL)) != -1)
+	while ((ch = getopt_long(argc, argv, "js:p:o:b:r:t:", longopts, NULL)) != -1)
 		if (!ternq_option(&q, ch, optarg))
 			usage();
 	if ((q.state && strcmp(q.state, "queued") && strcmp(q.state, "deferred") && strcmp(q.state, "hold"))
