@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "queue_ops.h"
@@ -20,6 +21,36 @@ int queue_op_parse(const char *name, enum queue_op *op)
 		if (strcmp(name, names[i]) == 0)
 			return *op = (enum queue_op)i, 0;
 	return -1;
+}
+
+/* queue_op_done - the operation in the past tense, for log lines */
+const char *queue_op_done(enum queue_op op)
+{
+	static const char *const done[] = {"held", "released", "removed", "scheduled for retry"};
+
+	return done[op];
+}
+
+/* envelope - "from=<S>, to=<R1>, to=<R2>" of the recipients still to be
+ * delivered, cut with ", ..." where it would not fit */
+static void envelope(char *out, size_t len, const struct q_msg *m, const struct q_rcpt *r, size_t n)
+{
+	size_t used = (size_t)snprintf(out, len, "from=<%s>", m->sender);
+
+	for (size_t i = 0; i < n && used < len; i++) {
+		int k;
+
+		if (r[i].state != RCPT_QUEUED && r[i].state != RCPT_DEFERRED)
+			continue;
+		k = snprintf(out + used, len - used, ", to=<%s>", r[i].addr);
+		if (k < 0 || (size_t)k >= len - used) {
+			out[used] = '\0';
+			if (used + 6 <= len)
+				memcpy(out + used, ", ...", 6);
+			return;
+		}
+		used += (size_t)k;
+	}
 }
 
 /* queue_state - what tern_queue_messages{state} counts a message as:
@@ -78,9 +109,15 @@ int queue_op_write(struct store_txn *txn, void *arg)
 	a->found = 1;
 	store_txn_get_rcpts(txn, a->qid, &rcpts, &n);
 	a->was = queue_state(&m, rcpts, n);
+	envelope(a->envelope, sizeof(a->envelope), &m, rcpts, n);
+	a->changed = 0;
 	switch (a->op) {
 	case QOP_HOLD:
 	case QOP_RELEASE:
+		/* nothing to do for one already in the state asked for */
+		if ((a->op == QOP_HOLD) == ((m.flags & QMSG_HOLD) != 0))
+			break;
+		a->changed = 1;
 		if (a->op == QOP_HOLD)
 			m.flags |= QMSG_HOLD;
 		else
@@ -97,12 +134,17 @@ int queue_op_write(struct store_txn *txn, void *arg)
 		}
 		break;
 	case QOP_DELETE:
+		a->changed = 1;
 		rc = op_delete(txn, a, &m);
 		break;
 	case QOP_RETRY:
-		for (size_t i = 0; i < n && rc == 0; i++) {
+		/* held mail stays parked until released */
+		for (size_t i = 0; i < n && rc == 0 && !(m.flags & QMSG_HOLD); i++) {
 			if (rcpts[i].state != RCPT_QUEUED && rcpts[i].state != RCPT_DEFERRED)
 				continue;
+			if (rcpts[i].next_us <= a->now_us)
+				continue;	/* due already */
+			a->changed = 1;
 			rcpts[i].next_us = a->now_us;
 			rc = store_put_rcpt(txn, a->qid, &rcpts[i]);
 		}

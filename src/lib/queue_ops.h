@@ -25,6 +25,8 @@ struct queue_op_arg {
 	int own_file;			/* delete: remove SPOOL/own/QID */
 	uint64_t seg_to_remove;		/* delete: remove this empty segment (0: none) */
 	int was, now;			/* queue_state before and after (found only) */
+	int changed;			/* the message's state or schedule changed */
+	char envelope[512];		/* "from=<S>, to=<R>, ..." for the log line */
 };
 
 /* a message's state as tern_queue_messages{state} counts it */
@@ -32,6 +34,7 @@ enum queue_state { QSTATE_GONE = -1, QSTATE_QUEUED, QSTATE_DEFERRED, QSTATE_HOLD
 int queue_state(const struct q_msg *m, const struct q_rcpt *rcpts, size_t n);
 
 int queue_op_parse(const char *name, enum queue_op *op);
+const char *queue_op_done(enum queue_op op);
 int queue_op_write(struct store_txn *txn, void *arg);
 void queue_op_cleanup(struct spool *sp, const struct queue_op_arg *a);
 

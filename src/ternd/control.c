@@ -98,9 +98,14 @@ static void control_request(char *line, const struct ucred *cred, char *answer, 
 	stats_queue(a.was, a.now);
 	if (a.op == QOP_DELETE)
 		ternd.queued--;
-	log_info("%s: %s by ternq (uid %u)", a.qid, a.op == QOP_HOLD ? "held" : a.op == QOP_RELEASE
-		 ? "released" : a.op == QOP_DELETE ? "removed" : "scheduled for retry",
-		 (unsigned)cred->uid);
+	if (!a.changed) {
+		snprintf(answer, len, "unchanged");
+		return;
+	}
+	if (a.op == QOP_DELETE)
+		log_info("%s: removed by ternq (uid %u): %s", a.qid, (unsigned)cred->uid, a.envelope);
+	else
+		log_info("%s: %s by ternq (uid %u)", a.qid, queue_op_done(a.op), (unsigned)cred->uid);
 	snprintf(answer, len, "ok");
 }
 

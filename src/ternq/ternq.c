@@ -44,15 +44,27 @@
 #define EXIT_NOTFOUND 1
 #define EXIT_USAGE 2
 
+/* the options, as bits: which were given, which a command takes */
+enum {
+	OPT_JSON = 1 << 0, OPT_STATE = 1 << 1, OPT_PEER = 1 << 2, OPT_OLDER = 1 << 3,
+	OPT_BY = 1 << 4, OPT_RCPT = 1 << 5, OPT_TIMEOUT = 1 << 6, OPT_SENDER = 1 << 7,
+	OPT_DOMAIN = 1 << 8,
+	OPT_SELECT = OPT_STATE | OPT_PEER | OPT_OLDER | OPT_SENDER | OPT_RCPT | OPT_DOMAIN,
+};
+
 struct ternq {
 	struct conf *conf;
 	struct store *store;
+	unsigned given;			/* OPT_* bits */
 	int json;
-	const char *state;		/* list filter */
+	/* the selection of list, and of ALL for the changing commands */
+	const char *state;
 	const char *peer;
 	long long older_ms;
+	const char *sender;
+	const char *rcpt;		/* also trace --rcpt */
+	const char *domain;
 	const char *by;			/* stats: domain or peer */
-	const char *rcpt;		/* trace --rcpt */
 	const char *timeout;		/* --timeout, as given */
 	long long timeout_ms;
 	uint64_t now;
@@ -64,12 +76,14 @@ struct ternq {
 static void __attribute__((noreturn)) usage(void)
 {
 	fprintf(stderr,
-		"usage: ternq [-c FILE] [list] [--state queued|deferred|hold] [--peer P] [--older DURATION] [--json]\n"
+		"usage: ternq [-c FILE] [list] [SELECTORS] [--json]\n"
 		"       ternq [-c FILE] show QID [--json]\n"
 		"       ternq [-c FILE] cat QID\n"
-		"       ternq [-c FILE] hold|release|delete|retry QID... | - | ALL [--timeout DURATION]\n"
+		"       ternq [-c FILE] hold|release|delete|retry QID... | - | ALL [SELECTORS] [--timeout DURATION]\n"
 		"       ternq [-c FILE] stats [--by domain|peer] [--json]\n"
-		"       ternq [-c FILE] trace TRACE-ID|QID|MESSAGE-ID|--rcpt ADDRESS [--json]\n");
+		"       ternq [-c FILE] trace TRACE-ID|QID|MESSAGE-ID|--rcpt ADDRESS [--json]\n"
+		"SELECTORS: [--state queued|deferred|hold] [--peer P] [--older DURATION]\n"
+		"           [--sender ADDRESS] [--rcpt ADDRESS] [--domain DOMAIN]\n");
 	exit(EXIT_USAGE);
 }
 
@@ -177,23 +191,50 @@ void print_json(json_t *o)
 	json_decref(o);
 }
 
+/* rcpt_domain - the domain of an address ("" without one) */
+static const char *rcpt_domain(const char *addr)
+{
+	const char *at = strrchr(addr, '@');
+
+	return at ? at + 1 : "";
+}
+
+/* selected - whether a message is in the selection: every selector given
+ * holds, the recipient ones for a recipient still to be delivered (the
+ * ones list shows); list and ALL use this alone, so that they agree */
+static int selected(const struct ternq *q, const struct q_msg *m, const struct q_rcpt *r, size_t n)
+{
+	unsigned need = q->given & (OPT_PEER | OPT_RCPT | OPT_DOMAIN);
+
+	if (q->state && strcmp(q->state, msg_state(m, r, n)) != 0)
+		return 0;
+	if (q->older_ms && (q->now - m->arrival_us) / 1000 < (uint64_t)q->older_ms)
+		return 0;
+	if (q->sender && strcasecmp(q->sender, m->sender) != 0
+	    && !(strcmp(q->sender, "<>") == 0 && m->sender[0] == '\0'))
+		return 0;
+	if (need == 0)
+		return 1;
+	for (size_t i = 0; i < n; i++) {
+		if (r[i].state != RCPT_QUEUED && r[i].state != RCPT_DEFERRED)
+			continue;
+		if ((!q->peer || strcmp(r[i].peer, q->peer) == 0)
+		    && (!q->rcpt || strcasecmp(r[i].addr, q->rcpt) == 0)
+		    && (!q->domain || strcasecmp(rcpt_domain(r[i].addr), q->domain) == 0))
+			return 1;
+	}
+	return 0;
+}
+
 /* list_one - one message in mailq's layout (or as a JSON line) */
 static int list_one(const struct q_msg *m, const struct q_rcpt *r, size_t n, void *arg)
 {
 	struct ternq *q = arg;
-	const char *state = msg_state(m, r, n);
 	char when[32];
 	time_t t = (time_t)(m->arrival_us / 1000000);
 	struct tm tm;
-	int peer_match = q->peer == NULL;
 
-	if (q->state && strcmp(q->state, state) != 0)
-		return 0;
-	if (q->older_ms && (q->now - m->arrival_us) / 1000 < (uint64_t)q->older_ms)
-		return 0;
-	for (size_t i = 0; i < n && !peer_match; i++)
-		peer_match = strcmp(r[i].peer, q->peer) == 0;
-	if (!peer_match)
+	if (!selected(q, m, r, n))
 		return 0;
 	q->total_msgs++;
 	q->total_bytes += m->size;
@@ -431,7 +472,8 @@ struct change {
 	struct spool *sp;		/* when changing the queue ourselves */
 	int missing;
 	int failed;
-	unsigned done;
+	unsigned done;			/* changed */
+	unsigned unchanged;		/* found, already as asked */
 };
 
 /* change_one - apply the operation to one queue id */
@@ -455,6 +497,8 @@ static void change_one(struct change *c, const char *qid)
 		} else if (strcmp(answer, "not found") == 0) {
 			fprintf(stderr, "ternq: %s: not in the queue\n", qid);
 			c->missing = 1;
+		} else if (strcmp(answer, "unchanged") == 0) {
+			c->unchanged++;
 		} else if (strcmp(answer, "ok") != 0) {
 			fprintf(stderr, "ternq: %s: %s\n", qid, answer);
 			c->failed = 1;
@@ -473,9 +517,18 @@ static void change_one(struct change *c, const char *qid)
 		} else if (!a.found) {
 			fprintf(stderr, "ternq: %s: not in the queue\n", qid);
 			c->missing = 1;
+		} else if (!a.changed) {
+			c->unchanged++;
 		} else {
 			queue_op_cleanup(c->sp, &a);
 			c->done++;
+			/* ternd is not running: the log line is ours to write */
+			if (a.op == QOP_DELETE)
+				log_info("%s: removed by ternq (uid %u): %s", a.qid, (unsigned)getuid(),
+					 a.envelope);
+			else
+				log_info("%s: %s by ternq (uid %u)", a.qid, queue_op_done(a.op),
+					 (unsigned)getuid());
 		}
 	}
 }
@@ -485,13 +538,19 @@ struct id_list {
 	size_t n, cap;
 };
 
-/* collect_id - every queue id, for ALL */
+struct id_collect {
+	struct id_list list;
+	const struct ternq *q;
+};
+
+/* collect_id - the queue id of every selected message, for ALL */
 static int collect_id(const struct q_msg *m, const struct q_rcpt *r, size_t n, void *arg)
 {
-	struct id_list *l = arg;
+	struct id_collect *c = arg;
+	struct id_list *l = &c->list;
 
-	(void)r;
-	(void)n;
+	if (!selected(c->q, m, r, n))
+		return 0;
 	l->ids = xgrowarray(l->ids, &l->cap, l->n + 1, sizeof(*l->ids));
 	l->ids[l->n++] = xstrdup(m->qid);
 	return 0;
@@ -507,6 +566,17 @@ static int cmd_change(struct ternq *q, const char *verb, char **ids, int nids)
 		usage();
 	if (nids == 0)
 		usage();
+	if (q->given & OPT_SELECT) {
+		int all = 0;
+
+		for (int i = 0; i < nids; i++)
+			all |= strcmp(ids[i], "ALL") == 0;
+		if (!all) {
+			fprintf(stderr, "ternq: %s: selectors (--state, --peer, --older, --sender, "
+				"--rcpt, --domain) go with ALL\n", verb);
+			return EXIT_USAGE;
+		}
+	}
 	c.fd = control_connect(q->conf, ms_now() + q->timeout_ms);
 	if (c.fd < 0 && errno == ETIMEDOUT) {
 		control_timed_out(q);
@@ -533,6 +603,8 @@ static int cmd_change(struct ternq *q, const char *verb, char **ids, int nids)
 		}
 		store_close(&q->store);
 		q->store = open_store(q->conf, 0);
+		/* ours to log what we change, to syslog as ternd would */
+		log_open(q->conf->global.syslog_name, 0, 0);
 		if ((c.sp = spool_open(q->conf->global.spool_dir, 0, err, sizeof(err))) == NULL) {
 			fprintf(stderr, "ternq: %s\n", err);
 			return EXIT_USAGE;
@@ -540,9 +612,14 @@ static int cmd_change(struct ternq *q, const char *verb, char **ids, int nids)
 	}
 	for (int i = 0; i < nids && !c.failed; i++) {
 		if (strcmp(ids[i], "ALL") == 0) {
-			struct id_list l = {0};
+			struct id_collect cl = {.q = q};
+			struct id_list l;
 
-			store_foreach(q->store, collect_id, &l);
+			if (store_foreach(q->store, collect_id, &cl) < 0) {
+				fprintf(stderr, "ternq: cannot read the queue\n");
+				c.failed = 1;
+			}
+			l = cl.list;
 			for (size_t k = 0; k < l.n; k++) {
 				int missing = c.missing;
 
@@ -566,8 +643,13 @@ static int cmd_change(struct ternq *q, const char *verb, char **ids, int nids)
 	if (c.lock >= 0)
 		close(c.lock);
 	spool_close(&c.sp);
-	if (c.done)
-		fprintf(stderr, "ternq: %s: %u message%s\n", verb, c.done, c.done == 1 ? "" : "s");
+	/* only what changed counts, as postsuper counts */
+	if (!c.failed || c.done) {
+		fprintf(stderr, "ternq: %s: %u message%s", verb, c.done, c.done == 1 ? "" : "s");
+		if (c.unchanged)
+			fprintf(stderr, " (%u unchanged)", c.unchanged);
+		fputc('\n', stderr);
+	}
 	return c.failed ? EXIT_USAGE : c.missing ? EXIT_NOTFOUND : 0;
 }
 
@@ -631,27 +713,42 @@ static int ternq_option(struct ternq *q, int ch, const char *arg)
 
 	switch (ch) {
 	case 'j':
+		q->given |= OPT_JSON;
 		q->json = 1;
 		return 1;
 	case 's':
+		q->given |= OPT_STATE;
 		q->state = arg;
 		return 1;
 	case 'p':
+		q->given |= OPT_PEER;
 		q->peer = arg;
 		return 1;
+	case 'S':
+		q->given |= OPT_SENDER;
+		q->sender = arg;
+		return 1;
+	case 'd':
+		q->given |= OPT_DOMAIN;
+		q->domain = arg;
+		return 1;
 	case 'o':
+		q->given |= OPT_OLDER;
 		if (units_duration(arg, &q->older_ms, &why) < 0) {
 			fprintf(stderr, "ternq: --older %s: %s\n", arg, why);
 			exit(EXIT_USAGE);
 		}
 		return 1;
 	case 'b':
+		q->given |= OPT_BY;
 		q->by = arg;
 		return 1;
 	case 'r':
+		q->given |= OPT_RCPT;
 		q->rcpt = arg;
 		return 1;
 	case 't':
+		q->given |= OPT_TIMEOUT;
 		why = "must be more than 0";
 		if (units_duration(arg, &q->timeout_ms, &why) < 0 || q->timeout_ms <= 0) {
 			fprintf(stderr, "ternq: --timeout %s: %s\n", arg, why);
@@ -664,6 +761,39 @@ static int ternq_option(struct ternq *q, int ch, const char *arg)
 	}
 }
 
+/* check_options - an option the command does not take is a usage error
+ * (exit 2), never silently ignored */
+static void check_options(const struct ternq *q, const char *cmd)
+{
+	static const struct {
+		const char *cmd;
+		unsigned takes;
+	} cmds[] = {
+		{"list", OPT_SELECT | OPT_JSON}, {"show", OPT_JSON}, {"cat", 0},
+		{"hold", OPT_SELECT | OPT_TIMEOUT}, {"release", OPT_SELECT | OPT_TIMEOUT},
+		{"delete", OPT_SELECT | OPT_TIMEOUT}, {"retry", OPT_SELECT | OPT_TIMEOUT},
+		{"stats", OPT_BY | OPT_JSON}, {"trace", OPT_RCPT | OPT_JSON},
+	};
+	static const char *const names[] = {"--json", "--state", "--peer", "--older", "--by",
+					    "--rcpt", "--timeout", "--sender", "--domain"};
+
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		unsigned extra;
+
+		if (strcmp(cmds[i].cmd, cmd) != 0)
+			continue;
+		if ((extra = q->given & ~cmds[i].takes) == 0)
+			return;
+		for (size_t b = 0; b < sizeof(names) / sizeof(names[0]); b++)
+			if (extra & (1u << b)) {
+				fprintf(stderr, "ternq: %s does not take %s\n", cmd, names[b]);
+				break;
+			}
+		exit(EXIT_USAGE);
+	}
+	usage();	/* no such command */
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -673,6 +803,8 @@ int main(int argc, char **argv)
 		{"older", required_argument, NULL, 'o'},
 		{"by", required_argument, NULL, 'b'},
 		{"rcpt", required_argument, NULL, 'r'},
+		{"sender", required_argument, NULL, 'S'},
+		{"domain", required_argument, NULL, 'd'},
 		{"timeout", required_argument, NULL, 't'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -680,6 +812,7 @@ int main(int argc, char **argv)
 	struct ternq q = {0};
 	struct cli cli;
 	const char *cmd;
+	struct privs_fs fs;
 	char err[512];
 	int ch, rc;
 
@@ -698,9 +831,11 @@ int main(int argc, char **argv)
 	if (sodium_init() < 0)
 		return EXIT_USAGE;
 	q.conf = cli_load_conf(&cli);
-	/* Root works on the queue as the tern user: its directories are that
-	 * user's, and root makes no path operation in them. */
-	if (geteuid() == 0 && privs_drop(q.conf->global.user, err, sizeof(err)) < 0) {
+	/* Root works on the queue with the tern user's file system identity:
+	 * its directories are that user's, and root makes no path operation
+	 * in them. Only that identity: ternd still sees root ask (SO_PEERCRED
+	 * reports the effective uid) and logs so. */
+	if (privs_fs_enter_user(&fs, q.conf->global.user, err, sizeof(err)) < 0) {
 		fprintf(stderr, "ternq: %s\n", err);
 		return EXIT_USAGE;
 	}
@@ -716,12 +851,13 @@ int main(int argc, char **argv)
 		argc = 1;
 	}
 	optind = 0;
-	while ((ch = getopt_long(argc, argv, "js:p:o:b:r:t:", longopts, NULL)) != -1)
+	while ((ch = getopt_long(argc, argv, "js:p:o:b:r:S:d:t:", longopts, NULL)) != -1)
 		if (!ternq_option(&q, ch, optarg))
 			usage();
 	if ((q.state && strcmp(q.state, "queued") && strcmp(q.state, "deferred") && strcmp(q.state, "hold"))
 	    || (strcmp(q.by, "domain") && strcmp(q.by, "peer")))
 		usage();
+	check_options(&q, cmd);
 	q.store = open_store(q.conf, 1);
 	if (strcmp(cmd, "list") == 0 && optind == argc)
 		rc = cmd_list(&q);
