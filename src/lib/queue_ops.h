@@ -25,6 +25,8 @@ struct queue_op_arg {
 	int own_file;			/* delete: remove SPOOL/own/QID */
 	uint64_t seg_to_remove;		/* delete: remove this empty segment (0: none) */
 	int was, now;			/* queue_state before and after (found only) */
+	int damaged;			/* hold: a record failed validation (STORE_DAMAGED) */
+	size_t changed;			/* hold, release: schedule entries moved or removed */
 };
 
 /* a message's state as tern_queue_messages{state} counts it */

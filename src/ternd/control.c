@@ -93,8 +93,8 @@ static void *control_loop(void *arg)
 				size_t used = (size_t)(nl - buf) + 1;
 
 				*nl = '\0';
-				control_request(buf, answer, sizeof(answer));
-				strcat(answer, "\n");
+				control_request(buf, answer, sizeof(answer) - 1);	/* room for "\n" */
+				memcpy(answer + strlen(answer), "\n", 2);
 				if (write(fd, answer, strlen(answer)) < 0)
 					break;
 				memmove(buf, buf + used, have - used);

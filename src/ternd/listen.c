@@ -61,7 +61,7 @@ int listen_open(const char *spec, const char *owner, int *unix_socket, char *err
 			snprintf(err, errlen, "%s: socket path too long", spec);
 			return -1;
 		}
-		strcpy(sun.sun_path, path);
+		memcpy(sun.sun_path, path, strlen(path) + 1);	/* fits: checked above */
 		unlink(path);
 		if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0
 		    || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 || chmod(path, 0660) < 0
