@@ -25,6 +25,7 @@
 #define QMSG_LMTP 0x0020		/* received over LMTP (else ESMTP) */
 
 #define Q_NEXT_HELD (UINT64_MAX / 2)	/* next attempt of held mail: never due */
+#define Q_CLIENT_MAX 79			/* "[address]" or "local" */
 
 enum rcpt_state { RCPT_QUEUED, RCPT_DEFERRED, RCPT_SENT, RCPT_BOUNCED };
 

@@ -90,7 +90,10 @@ static int op_delete(struct store_txn *txn, struct queue_op_arg *a, const struct
 	return store_put_seg(txn, &seg);
 }
 
-/* queue_op_write - apply one operation to one message */
+/* queue_op_write - apply one operation to one message. A hold works on
+ * a message whose records fail validation too (STORE_DAMAGED): what
+ * decodes is parked as for any hold, what does not loses its schedule
+ * entry, so that nothing offers the message again; nothing else does. */
 int queue_op_write(struct store_txn *txn, void *arg)
 {
 	struct queue_op_arg *a = arg;
@@ -102,39 +105,51 @@ int queue_op_write(struct store_txn *txn, void *arg)
 	a->found = 0;
 	a->own_file = 0;
 	a->seg_to_remove = 0;
+	a->changed = 0;
 	if ((rc = store_txn_get_msg(txn, a->qid, &m)) == 1)
 		return 0;
-	if (rc != 0)
+	a->damaged = rc == STORE_DAMAGED;
+	if (rc != 0 && !(a->damaged && a->op == QOP_HOLD))
 		return rc;
 	a->found = 1;
+	if (a->op == QOP_HOLD && (rc = store_unsched_damaged(txn, a->qid, &a->changed)) != 0)
+		return rc;
 	store_txn_get_rcpts(txn, a->qid, &rcpts, &n);
-	a->was = queue_state(&m, rcpts, n);
-	envelope(a->envelope, sizeof(a->envelope), &m, rcpts, n);
-	a->changed = 0;
+	/* a damaged message is in no count (stats.c reads what decodes) */
+	a->was = a->damaged ? QSTATE_GONE : queue_state(&m, rcpts, n);
+	if (a->damaged)
+		snprintf(a->envelope, sizeof(a->envelope), "(a record fails validation)");
+	else
+		envelope(a->envelope, sizeof(a->envelope), &m, rcpts, n);
 	switch (a->op) {
 	case QOP_HOLD:
 	case QOP_RELEASE:
 		/* nothing to do for one already in the state asked for */
-		if ((a->op == QOP_HOLD) == ((m.flags & QMSG_HOLD) != 0))
-			break;
-		a->changed = 1;
+		if (!a->damaged) {
+			if ((a->op == QOP_HOLD) == ((m.flags & QMSG_HOLD) != 0))
+				break;
+			a->changed++;
+		}
 		if (a->op == QOP_HOLD)
 			m.flags |= QMSG_HOLD;
 		else
 			m.flags &= ~(uint32_t)QMSG_HOLD;
-		if ((rc = store_put_msg(txn, &m)) != 0)
+		if (!a->damaged && (rc = store_put_msg(txn, &m)) != 0)
 			break;
 		/* Held mail is parked in the schedule, so nothing looks at it;
 		 * released mail is due at once. */
 		for (size_t i = 0; i < n && rc == 0; i++) {
+			uint64_t next = a->op == QOP_HOLD ? Q_NEXT_HELD : a->now_us;
+
 			if (rcpts[i].state != RCPT_QUEUED && rcpts[i].state != RCPT_DEFERRED)
 				continue;
-			rcpts[i].next_us = a->op == QOP_HOLD ? Q_NEXT_HELD : a->now_us;
+			a->changed += rcpts[i].next_us != next;
+			rcpts[i].next_us = next;
 			rc = store_put_rcpt(txn, a->qid, &rcpts[i]);
 		}
 		break;
 	case QOP_DELETE:
-		a->changed = 1;
+		a->changed++;
 		rc = op_delete(txn, a, &m);
 		break;
 	case QOP_RETRY:
@@ -144,13 +159,13 @@ int queue_op_write(struct store_txn *txn, void *arg)
 				continue;
 			if (rcpts[i].next_us <= a->now_us)
 				continue;	/* due already */
-			a->changed = 1;
+			a->changed++;
 			rcpts[i].next_us = a->now_us;
 			rc = store_put_rcpt(txn, a->qid, &rcpts[i]);
 		}
 		break;
 	}
-	a->now = a->op == QOP_DELETE ? QSTATE_GONE : queue_state(&m, rcpts, n);
+	a->now = a->op == QOP_DELETE || a->damaged ? QSTATE_GONE : queue_state(&m, rcpts, n);
 	q_rcpts_free(&rcpts, n);
 	q_msg_clear(&m);
 	return rc;

@@ -25,7 +25,8 @@ struct queue_op_arg {
 	int own_file;			/* delete: remove SPOOL/own/QID */
 	uint64_t seg_to_remove;		/* delete: remove this empty segment (0: none) */
 	int was, now;			/* queue_state before and after (found only) */
-	int changed;			/* the message's state or schedule changed */
+	int damaged;			/* hold: a record failed validation (STORE_DAMAGED) */
+	size_t changed;			/* state or schedule changes made (0: unchanged) */
 	char envelope[512];		/* "from=<S>, to=<R>, ..." for the log line */
 };
 

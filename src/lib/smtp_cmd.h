@@ -14,6 +14,7 @@
 
 #define SMTP_LINE_MAX 512		/* RFC 5321 4.5.3.1.4, CRLF included */
 #define SMTP_PATH_MAX 256		/* RFC 5321 4.5.3.1.3, brackets included */
+#define SMTP_ADDR_MAX (SMTP_PATH_MAX - 2)	/* the mailbox, without them */
 #define SMTP_ENVID_MAX 100		/* RFC 3461 4.4 */
 #define SMTP_ORCPT_MAX 500		/* RFC 3461 4.2, "type;xtext" */
 #define SMTP_DOMAIN_MAX 255

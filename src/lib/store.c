@@ -55,9 +55,6 @@
 #define STORE_MAP_MAX (1ULL << 40)
 #define STORE_FOREACH_BATCH 512	/* messages read per read transaction */
 #define RCPT_KEY_LEN (QID_LEN + 4)
-#define STORE_KEY_MAX 511		/* LMDB's default limit on key length */
-#define SCHED_TAIL_LEN (1 + 8 + QID_LEN + 4)	/* a schedule key after the peer */
-#define SCHED_PEER_MAX (STORE_KEY_MAX - SCHED_TAIL_LEN)
 #define STORE_LAYOUT 2			/* meta "layout": sched keyed by peer first */
 #define HIST_KEY_LEN (8 + QID_LEN + 1 + 4)
 #define HIDX_KEY_MAX 400		/* LMDB keys: 511 octets at most */
@@ -248,7 +245,8 @@ static void write_error(int rc, char *err, size_t errlen)
 	if (errlen > 0)
 		err[0] = '\0';
 	if (rc != 0)
-		snprintf(err, errlen, "queue database: %s", rc > 0 ? strerror(rc) : mdb_strerror(rc));
+		snprintf(err, errlen, "queue database: %s", rc == STORE_DAMAGED
+			 ? "a record fails validation" : rc > 0 ? strerror(rc) : mdb_strerror(rc));
 }
 
 /* store_write - run fn in a write transaction and commit it durably */
@@ -333,7 +331,7 @@ static int del(struct store_txn *t, MDB_dbi dbi, const void *k, size_t klen)
 }
 
 static int load_rcpts(struct store *st, MDB_txn *txn, const char *qid,
-		      struct q_rcpt **rcpts, size_t *n);
+		      struct q_rcpt **rcpts, size_t *n, size_t *damaged);
 static int read_begin(struct store *st, MDB_txn **txn);
 static void read_end(struct store *st, MDB_txn *txn);
 static int read_cursor(struct store *st, MDB_dbi dbi, MDB_txn **txn, MDB_cursor **cur);
@@ -613,7 +611,8 @@ int store_txn_get_seg(struct store_txn *t, uint64_t id, struct store_seg *seg)
 	return seg_decode(&k, &v, seg) == 0 ? 0 : MDB_CORRUPTED;
 }
 
-/* store_txn_get_msg - a message record inside a write transaction */
+/* store_txn_get_msg - a message record inside a write transaction;
+ * STORE_DAMAGED if it fails validation */
 int store_txn_get_msg(struct store_txn *t, const char *qid, struct q_msg *m)
 {
 	MDB_val k = {QID_LEN, (void *)qid}, v;
@@ -621,13 +620,64 @@ int store_txn_get_msg(struct store_txn *t, const char *qid, struct q_msg *m)
 
 	if ((rc = mdb_get(t->txn, t->st->msg, &k, &v)) != 0)
 		return rc == MDB_NOTFOUND ? 1 : rc;
-	return q_msg_decode(v.mv_data, v.mv_size, m) == 0 ? 0 : MDB_CORRUPTED;
+	return q_msg_decode(v.mv_data, v.mv_size, m) == 0 ? 0 : STORE_DAMAGED;
 }
 
 /* store_txn_get_rcpts - a message's recipients inside a write transaction */
 int store_txn_get_rcpts(struct store_txn *t, const char *qid, struct q_rcpt **rcpts, size_t *n)
 {
-	return load_rcpts(t->st, t->txn, qid, rcpts, n);
+	return load_rcpts(t->st, t->txn, qid, rcpts, n, NULL);
+}
+
+/* store_unsched_damaged - remove the schedule entries of qid's recipient
+ * records that fail validation (found from their layout), so that what
+ * the scheduler offers always decodes: store_put_rcpt and store_del_msg
+ * take such a record to have none. *n is how many went */
+int store_unsched_damaged(struct store_txn *t, const char *qid, size_t *n)
+{
+	unsigned char key[RCPT_KEY_LEN];
+	unsigned char (*keys)[STORE_KEY_MAX] = NULL;
+	size_t *lens = NULL, cap = 0, lcap = 0, nkeys = 0;
+	MDB_cursor *cur;
+	MDB_val k = {sizeof(key), key}, v;
+	int rc;
+
+	*n = 0;
+	if ((rc = mdb_cursor_open(t->txn, t->st->rcpt, &cur)) != 0)
+		return rc;
+	rcpt_key(key, qid, 0);
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+	     rc == 0 && k.mv_size == RCPT_KEY_LEN && memcmp(k.mv_data, qid, QID_LEN) == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		struct q_rcpt r;
+		size_t len;
+
+		if (q_rcpt_decode(v.mv_data, v.mv_size, &r) == 0) {
+			q_rcpt_clear(&r);
+			continue;
+		}
+		if (q_rcpt_decode_layout(v.mv_data, v.mv_size, &r) != 0)
+			continue;	/* no key to be had from it */
+		keys = xgrowarray(keys, &cap, nkeys + 1, sizeof(*keys));
+		lens = xgrowarray(lens, &lcap, nkeys + 1, sizeof(*lens));
+		len = sched_key(keys[nkeys], r.peer, r.next_us, qid, r.idx);
+		q_rcpt_clear(&r);
+		if (len > 0)
+			lens[nkeys++] = len;
+	}
+	mdb_cursor_close(cur);
+	rc = rc == MDB_NOTFOUND ? 0 : rc;
+	for (size_t i = 0; i < nkeys && rc == 0; i++) {
+		MDB_val sk = {lens[i], keys[i]};
+
+		if ((rc = mdb_del(t->txn, t->st->sched, &sk, NULL)) == 0)
+			(*n)++;
+		else if (rc == MDB_NOTFOUND)
+			rc = 0;
+	}
+	free(keys);
+	free(lens);
+	return rc;
 }
 
 /* store_put_tls - keep an (already sealed) TLS session under key */
@@ -813,9 +863,11 @@ int store_get_meta(struct store *st, const char *name, uint64_t *value)
 	return rc == 0 || rc == MDB_NOTFOUND ? 0 : -1;
 }
 
-/* load_rcpts - the recipients of qid, in index order */
+/* load_rcpts - the recipients of qid, in index order; those that fail
+ * validation, or whose key does not name their index, are left out and
+ * counted in *damaged (if not NULL) */
 static int load_rcpts(struct store *st, MDB_txn *txn, const char *qid,
-		      struct q_rcpt **rcpts, size_t *n)
+		      struct q_rcpt **rcpts, size_t *n, size_t *damaged)
 {
 	unsigned char key[RCPT_KEY_LEN];
 	MDB_cursor *cur;
@@ -831,9 +883,20 @@ static int load_rcpts(struct store *st, MDB_txn *txn, const char *qid,
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
 	     rc == 0 && k.mv_size == RCPT_KEY_LEN && memcmp(k.mv_data, qid, QID_LEN) == 0;
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		struct q_rcpt *r;
+
 		*rcpts = xgrowarray(*rcpts, &cap, *n + 1, sizeof(**rcpts));
-		if (q_rcpt_decode(v.mv_data, v.mv_size, &(*rcpts)[*n]) == 0)
+		r = &(*rcpts)[*n];
+		if (q_rcpt_decode(v.mv_data, v.mv_size, r) != 0) {
+			if (damaged)
+				(*damaged)++;
+		} else if (be_get((const unsigned char *)k.mv_data + QID_LEN, 4) != r->idx) {
+			q_rcpt_clear(r);
+			if (damaged)
+				(*damaged)++;
+		} else {
 			(*n)++;
+		}
 	}
 	mdb_cursor_close(cur);
 	return 0;
@@ -848,11 +911,14 @@ void q_rcpts_free(struct q_rcpt **rcpts, size_t n)
 	*rcpts = NULL;
 }
 
-/* store_get - one message and its recipients; 1 if not found, -1 on error */
+/* store_get - one message and its recipients; 1 if not found,
+ * STORE_DAMAGED if its record or one of its recipients' fails validation
+ * (nothing returned then), -1 on error */
 int store_get(struct store *st, const char *qid, struct q_msg *m, struct q_rcpt **rcpts, size_t *n)
 {
 	MDB_txn *txn;
 	MDB_val k = {QID_LEN, (void *)qid}, v;
+	size_t damaged = 0;
 	int rc;
 
 	if (strlen(qid) != QID_LEN)
@@ -860,12 +926,27 @@ int store_get(struct store *st, const char *qid, struct q_msg *m, struct q_rcpt 
 	if (read_begin(st, &txn) != 0)
 		return -1;
 	rc = mdb_get(txn, st->msg, &k, &v);
-	if (rc == 0)
-		rc = q_msg_decode(v.mv_data, v.mv_size, m) == 0 ? 0 : -1;
-	if (rc == 0 && rcpts)
-		load_rcpts(st, txn, qid, rcpts, n);
+	if (rc == 0 && (q_msg_decode(v.mv_data, v.mv_size, m) != 0 || memcmp(m->qid, qid, QID_LEN)))
+		rc = STORE_DAMAGED;
+	if (rc == 0 && rcpts) {
+		load_rcpts(st, txn, qid, rcpts, n, &damaged);
+		for (size_t i = 0; i < *n; i++)
+			damaged += (*rcpts)[i].idx >= m->nrcpt;	/* more than it was given */
+		if (damaged > 0) {
+			q_rcpts_free(rcpts, *n);
+			*n = 0;
+			rc = STORE_DAMAGED;
+		}
+	}
 	read_end(st, txn);
-	return rc == MDB_NOTFOUND ? 1 : rc == 0 ? 0 : -1;
+	if (rc == STORE_DAMAGED) {
+		q_msg_clear(m);
+		if (rcpts) {
+			*rcpts = NULL;
+			*n = 0;
+		}
+	}
+	return rc == MDB_NOTFOUND ? 1 : rc == 0 || rc == STORE_DAMAGED ? rc : -1;
 }
 
 /* store_foreach - every message in queue id (arrival) order */
@@ -907,7 +988,7 @@ int store_foreach(struct store *st, store_msg_fn fn, void *arg)
 			}
 			if (q_msg_decode(v.mv_data, v.mv_size, &it->m) != 0)
 				continue;
-			load_rcpts(st, txn, it->m.qid, &it->rcpts, &it->n);
+			load_rcpts(st, txn, it->m.qid, &it->rcpts, &it->n, NULL);
 			got++;
 		}
 		more = rc == 0;

@@ -63,12 +63,17 @@ int store_del_notice(struct store_txn *txn, const char *id);
 int store_txn_get_msg(struct store_txn *txn, const char *qid, struct q_msg *m);
 int store_txn_get_seg(struct store_txn *txn, uint64_t id, struct store_seg *seg);
 int store_txn_get_rcpts(struct store_txn *txn, const char *qid, struct q_rcpt **rcpts, size_t *n);
+int store_unsched_damaged(struct store_txn *txn, const char *qid, size_t *n);
 
 /* Reads, each in its own read transaction. */
 int store_get_meta(struct store *st, const char *name, uint64_t *value);
 int store_last_qid(struct store *st, uint64_t *value);
 int store_first_qid(struct store *st, uint64_t *value);
 size_t store_get_tls(struct store *st, const char *key, void *buf, size_t cap);
+/* store_get: 0 found, 1 not found, -1 on error, or STORE_DAMAGED: a
+ * record of the message fails validation (q_msg_decode, q_rcpt_decode),
+ * and the message must be held, never sent (queue_op_write QOP_HOLD) */
+#define STORE_DAMAGED (-4)
 int store_get(struct store *st, const char *qid, struct q_msg *m,
 	      struct q_rcpt **rcpts, size_t *nrcpts);
 typedef int (*store_msg_fn)(const struct q_msg *m, const struct q_rcpt *rcpts,

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "smtp_cmd.h"
+#include "smtp_reply.h"
 #include "store_codec.h"
 #include "xalloc.h"
 
@@ -29,6 +31,7 @@ struct rbuf {
 	const unsigned char *p;
 	size_t len, off;
 	int bad;
+	int layout_only;		/* q_rcpt_decode_layout: contents unchecked */
 };
 
 /* put - append n octets */
@@ -106,6 +109,29 @@ static char *get_str(struct rbuf *r)
 	return s;
 }
 
+/* get_text - take a string that goes into SMTP commands, log lines and
+ * DSNs: at most max octets and no control octet (CR, LF, NUL, ...), the
+ * limits smtp_cmd and smtp_reply put on it on the way in */
+static char *get_text(struct rbuf *r, size_t max)
+{
+	char *s = get_str(r);
+
+	if (!r->layout_only && !q_text_ok(s, max))
+		r->bad = 1;
+	return s;
+}
+
+/* q_text_ok - s has at most max octets, none of them a control octet */
+int q_text_ok(const char *s, size_t max)
+{
+	size_t n = 0;
+
+	for (; s[n] != '\0'; n++)
+		if ((unsigned char)s[n] < 0x20 || (unsigned char)s[n] == 0x7f || n >= max)
+			return 0;
+	return 1;
+}
+
 /* q_msg_encode - encode a message record; 0 if it does not fit */
 size_t q_msg_encode(const struct q_msg *m, unsigned char *buf, size_t cap)
 {
@@ -135,7 +161,7 @@ size_t q_msg_encode(const struct q_msg *m, unsigned char *buf, size_t cap)
 /* q_msg_decode - decode a message record; -1 if it is malformed */
 int q_msg_decode(const unsigned char *buf, size_t len, struct q_msg *m)
 {
-	struct rbuf r = {buf, len, 0, 0};
+	struct rbuf r = {buf, len, 0, 0, 0};
 
 	memset(m, 0, sizeof(*m));
 	if (get_uint(&r, 1) != MSG_VERSION)
@@ -154,11 +180,12 @@ int q_msg_decode(const unsigned char *buf, size_t len, struct q_msg *m)
 	get(&r, m->digest, sizeof(m->digest));
 	get(&r, m->trace_id, sizeof(m->trace_id));
 	get(&r, m->span_id, sizeof(m->span_id));
-	m->sender = get_str(&r);
-	m->envid = get_str(&r);
-	m->helo = get_str(&r);
-	m->client = get_str(&r);
-	if (r.bad || r.off != len || strlen(m->qid) != QID_LEN) {
+	m->sender = get_text(&r, SMTP_ADDR_MAX);
+	m->envid = get_text(&r, SMTP_ENVID_MAX);
+	m->helo = get_text(&r, SMTP_DOMAIN_MAX);
+	m->client = get_text(&r, Q_CLIENT_MAX);
+	if (r.bad || r.off != len || strlen(m->qid) != QID_LEN || m->nlive > m->nrcpt
+	    || m->body_type > BODY_BINARYMIME || m->ret > RET_HDRS) {
 		q_msg_clear(m);
 		return -1;
 	}
@@ -183,28 +210,53 @@ size_t q_rcpt_encode(const struct q_rcpt *rc, unsigned char *buf, size_t cap)
 	return w.overflow ? 0 : w.len;
 }
 
-/* q_rcpt_decode - decode a recipient record; -1 if it is malformed */
-int q_rcpt_decode(const unsigned char *buf, size_t len, struct q_rcpt *rc)
+/* notify_ok - NOTIFY= bits as smtp_cmd gives them: NEVER alone, or others */
+static int notify_ok(unsigned notify)
 {
-	struct rbuf r = {buf, len, 0, 0};
+	unsigned all = NOTIFY_NEVER | NOTIFY_SUCCESS | NOTIFY_FAILURE | NOTIFY_DELAY;
 
+	return (notify & ~all) == 0 && (!(notify & NOTIFY_NEVER) || notify == NOTIFY_NEVER);
+}
+
+/* rcpt_decode - decode a recipient record; -1 if it is malformed */
+static int rcpt_decode(struct rbuf *r, struct q_rcpt *rc)
+{
 	memset(rc, 0, sizeof(*rc));
-	if (get_uint(&r, 1) != RCPT_VERSION)
-		r.bad = 1;
-	rc->idx = (uint32_t)get_uint(&r, 4);
-	rc->state = (uint8_t)get_uint(&r, 1);
-	rc->notify = (uint8_t)get_uint(&r, 1);
-	rc->attempts = (uint32_t)get_uint(&r, 4);
-	rc->next_us = get_uint(&r, 8);
-	rc->addr = get_str(&r);
-	rc->orcpt = get_str(&r);
-	rc->peer = get_str(&r);
-	rc->reply = get_str(&r);
-	if (r.bad || r.off != len || rc->state > RCPT_BOUNCED) {
+	if (get_uint(r, 1) != RCPT_VERSION)
+		r->bad = 1;
+	rc->idx = (uint32_t)get_uint(r, 4);
+	rc->state = (uint8_t)get_uint(r, 1);
+	rc->notify = (uint8_t)get_uint(r, 1);
+	rc->attempts = (uint32_t)get_uint(r, 4);
+	rc->next_us = get_uint(r, 8);
+	rc->addr = get_text(r, SMTP_ADDR_MAX);
+	rc->orcpt = get_text(r, SMTP_ORCPT_MAX);
+	rc->peer = get_text(r, SCHED_PEER_MAX);
+	rc->reply = get_text(r, SMTP_REPLY_FORMAT_MAX - 1);
+	if (r->bad || r->off != r->len
+	    || (!r->layout_only && (rc->state > RCPT_BOUNCED || !notify_ok(rc->notify)))) {
 		q_rcpt_clear(rc);
 		return -1;
 	}
 	return 0;
+}
+
+/* q_rcpt_decode - decode a recipient record; -1 if it is malformed or
+ * its contents break the limits they had on the way in */
+int q_rcpt_decode(const unsigned char *buf, size_t len, struct q_rcpt *rc)
+{
+	struct rbuf r = {buf, len, 0, 0, 0};
+
+	return rcpt_decode(&r, rc);
+}
+
+/* q_rcpt_decode_layout - decode a recipient record's layout, not checking
+ * what it holds; -1 if even the layout is broken */
+int q_rcpt_decode_layout(const unsigned char *buf, size_t len, struct q_rcpt *rc)
+{
+	struct rbuf r = {buf, len, 0, 0, 1};
+
+	return rcpt_decode(&r, rc);
 }
 
 /* hist_rec_encode - encode a history record; 0 if it does not fit */
@@ -242,7 +294,7 @@ size_t hist_rec_encode(const struct hist_rec *h, unsigned char *buf, size_t cap)
 /* hist_rec_decode - decode a history record; -1 if it is malformed */
 int hist_rec_decode(const unsigned char *buf, size_t len, struct hist_rec *h)
 {
-	struct rbuf r = {buf, len, 0, 0};
+	struct rbuf r = {buf, len, 0, 0, 0};
 
 	memset(h, 0, sizeof(*h));
 	if (get_uint(&r, 1) != HIST_VERSION)
@@ -301,7 +353,7 @@ size_t journal_rec_encode(const struct journal_rec *j, unsigned char *buf, size_
 /* journal_rec_decode - decode a milter journal record; -1 if it is malformed */
 int journal_rec_decode(const unsigned char *buf, size_t len, struct journal_rec *j)
 {
-	struct rbuf r = {buf, len, 0, 0};
+	struct rbuf r = {buf, len, 0, 0, 0};
 
 	memset(j, 0, sizeof(*j));
 	if (get_uint(&r, 1) != JOURNAL_VERSION)

@@ -246,7 +246,8 @@ int trace_key_create(const char *path, char *err, size_t errlen)
 	}
 	randombytes_buf(bytes, sizeof(bytes));
 	sodium_bin2hex(hex, sizeof(hex), bytes, sizeof(bytes));
-	strcat(hex, "\n");
+	hex[2 * TRACE_KEY_BYTES] = '\n';	/* after sodium_bin2hex's NUL: sized for it */
+	hex[2 * TRACE_KEY_BYTES + 1] = '\0';
 	ok = write(fd, hex, strlen(hex)) == (ssize_t)strlen(hex) && fsync(fd) == 0;
 	if (close(fd) != 0)
 		ok = 0;

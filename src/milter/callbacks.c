@@ -144,8 +144,8 @@ static struct session *session_of(SMFICTX *ctx)
 	if (s == NULL) {
 		s = xcalloc(1, sizeof(*s));
 		s->cfg = milter_cfg_get();
-		strcpy(s->client_name, "unknown");
-		strcpy(s->client_addr, "unknown");
+		snprintf(s->client_name, sizeof(s->client_name), "unknown");
+		snprintf(s->client_addr, sizeof(s->client_addr), "unknown");
 		if (smfi_setpriv(ctx, s) != MI_SUCCESS) {
 			log_error("smfi_setpriv failed; connection state lost");
 			milter_cfg_put(&s->cfg);
@@ -182,7 +182,7 @@ static void queue_id(SMFICTX *ctx, char out[QID_MAX + 1])
 	}
 	out[n] = '\0';
 	if (n == 0 || (i && i[n] != '\0'))
-		strcpy(out, "NOQUEUE");
+		snprintf(out, QID_MAX + 1, "NOQUEUE");
 }
 
 /* msg_fail - the error sink: log once, enter MSG_ERROR, answer per on_error */
@@ -558,7 +558,7 @@ static sfsistat tm_eom(SMFICTX *ctx)
 		decide_trace(s, &d);
 		trace_id_hex(&d.tp, tid);
 	} else {
-		strcpy(tid, "-");
+		snprintf(tid, sizeof(tid), "-");
 		d.origin = "off";
 	}
 	if (v.reply == SMFIS_CONTINUE) {

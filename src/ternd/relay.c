@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -779,6 +780,24 @@ static int needs_smtputf8(const struct q_msg *m, const struct q_rcpt **rc, size_
 	return 0;
 }
 
+/* cmd_add - append a formatted command to buf (cap octets, len used);
+ * -1, with nothing appended, if it does not fit */
+static int cmd_add(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	va_start(ap, fmt);
+	k = vsnprintf(buf + *len, cap - *len, fmt, ap);
+	va_end(ap);
+	if (k < 0 || (size_t)k >= cap - *len) {
+		buf[*len] = '\0';
+		return -1;
+	}
+	*len += (size_t)k;
+	return 0;
+}
+
 /* tx_start - write a transaction's commands after lead (the previous
  * transaction's end of data, or a pipelined RSET), and with BDAT its
  * content; without PIPELINING, MAIL and each RCPT wait for their reply
@@ -794,9 +813,9 @@ static int tx_start(struct conn *c, struct attempt *a, const char *lead)
 	int bdat = (c->ehlo.flags & SMTP_EXT_CHUNKING) != 0;
 	char *cmds, params[700];
 	char text[SMTP_REPLY_FORMAT_MAX];
-	size_t len = 0;
+	size_t len = 0, cap, mail_len;
 	struct smtp_reply r;
-	int rv = -1;
+	int rv = -1, over = 0;
 
 	res->nout = 0;
 	/* What the peer said it would refuse is not sent: a bounce now, as
@@ -831,20 +850,31 @@ static int tx_start(struct conn *c, struct attempt *a, const char *lead)
 		a->clean = 1;	/* nothing was sent */
 		return 1;
 	}
-	cmds = xmalloc(1024 + n * (SMTP_PATH_MAX + SMTP_ORCPT_MAX + 64));
-	len += (size_t)sprintf(cmds + len, "%s", lead);
+	/* the buffer's size from what goes in it: params are cut to fit theirs */
+	cap = strlen(lead) + sizeof("MAIL FROM:<>\r\n") + strlen(m->sender) + sizeof(params)
+	      + sizeof("BDAT 18446744073709551615 LAST\r\n");
+	for (size_t i = 0; i < n; i++)
+		cap += sizeof("RCPT TO:<>\r\n") + strlen(rc[i]->addr) + sizeof(params);
+	cmds = xmalloc(cap);
+	over |= cmd_add(cmds, cap, &len, "%s", lead);
 	mail_params(c, m, params, sizeof(params));
-	len += (size_t)sprintf(cmds + len, "MAIL FROM:<%s>%s\r\n", m->sender, params);
-	if (!pipelined && (conn_write(c, cmds, len, p->command_timeout) < 0 || (len = 0)))
-		goto out;
+	over |= cmd_add(cmds, cap, &len, "MAIL FROM:<%s>%s\r\n", m->sender, params);
+	mail_len = len;
 	for (size_t i = 0; i < n; i++) {
 		rcpt_params(c, rc[i], params, sizeof(params));
-		len += (size_t)sprintf(cmds + len, "RCPT TO:<%s>%s\r\n", rc[i]->addr, params);
+		over |= cmd_add(cmds, cap, &len, "RCPT TO:<%s>%s\r\n", rc[i]->addr, params);
 	}
-	if (bdat)
-		len += (size_t)sprintf(cmds + len, "BDAT %" PRIu64 " LAST\r\n", m->size);
-	else
-		len += (size_t)sprintf(cmds + len, "DATA\r\n");
+	over |= cmd_add(cmds, cap, &len, bdat ? "BDAT %" PRIu64 " LAST\r\n" : "DATA\r\n", m->size);
+	if (over) {	/* never: cap counts all of it */
+		for (size_t i = 0; i < n; i++)
+			set_outcome(&res->out[res->nout++], rc[i]->idx, 451, "4.3.0",
+				    "local error: SMTP commands longer than their buffer");
+		a->clean = 1;	/* nothing was sent */
+		rv = 1;
+		goto out;
+	}
+	if (!pipelined && conn_write(c, cmds, mail_len, p->command_timeout) < 0)
+		goto out;
 	if (!pipelined) {
 		/* one command, one reply: MAIL was sent above */
 		rv = 1;
@@ -864,6 +894,11 @@ static int tx_start(struct conn *c, struct attempt *a, const char *lead)
 
 			rcpt_params(c, rc[i], params, sizeof(params));
 			k = snprintf(one, sizeof(one), "RCPT TO:<%s>%s\r\n", rc[i]->addr, params);
+			if (k < 0 || (size_t)k >= sizeof(one)) {	/* never: the record was checked */
+				set_outcome(&res->out[res->nout++], rc[i]->idx, 451, "4.3.0",
+					    "local error: RCPT command longer than its buffer");
+				continue;
+			}
 			if (conn_write(c, one, (size_t)k, p->command_timeout) < 0
 			    || conn_reply(c, &r, p->command_timeout) < 0) {
 				rv = -1;
@@ -878,7 +913,8 @@ static int tx_start(struct conn *c, struct attempt *a, const char *lead)
 		if (a->accepted == 0)
 			goto out;
 		rv = -1;
-		len = (size_t)sprintf(cmds, bdat ? "BDAT %" PRIu64 " LAST\r\n" : "DATA\r\n", m->size);
+		len = 0;	/* fits: cap counts it */
+		cmd_add(cmds, cap, &len, bdat ? "BDAT %" PRIu64 " LAST\r\n" : "DATA\r\n", m->size);
 	}
 	if (conn_write(c, cmds, len, p->command_timeout) < 0)
 		goto out;
@@ -1201,19 +1237,52 @@ static int peer_connect(struct peer_rt *rt, const struct conf_peer *p, struct co
 	return conn_open(c, p, ctx, p->helo_name[0] ? p->helo_name : ternd.hostname);
 }
 
+/* hold_damaged - hold, through the committer, a message a record of
+ * which fails validation: never sent. Logged by the hold that parks it,
+ * so once: the scheduler does not offer it again */
+static void hold_damaged(const char *qid)
+{
+	struct queue_op_arg a;
+	struct job job;
+
+	memset(&a, 0, sizeof(a));
+	a.op = QOP_HOLD;
+	memcpy(a.qid, qid, QID_LEN + 1);
+	a.now_us = now_us();
+	a.current_seg = spool_segment_id(ternd.spool);
+	memset(&job, 0, sizeof(job));
+	job.kind = JOB_WRITE;
+	job.write = queue_op_write;
+	job.arg = &a;
+	if (commit_submit(&job) < 0) {
+		log_error("%s: a queue record fails validation; holding the message failed: %s",
+			  qid, job.err);
+		return;
+	}
+	if (!a.found || a.changed == 0)
+		return;
+	stats_queue(a.was, a.now);
+	log_error("%s: a queue record fails validation (a field too long, a control character, "
+		  "or counts that disagree): message held, not relayed", qid);
+}
+
 /* attempt_load - a job's message and this peer's recipients due now;
  * 0 when there is nothing to send (then attempt_free) */
 static int attempt_load(struct attempt *a, struct peer_rt *home, const struct conf_peer *p,
 			const char *qid)
 {
 	uint64_t now = now_us();
+	int rc = 0;
 
 	memset(a, 0, sizeof(*a));
 	a->home = home;
 	a->fd = -1;
 	memcpy(a->qid, qid, QID_LEN + 1);
-	if (p == NULL || store_get(ternd.store, qid, &a->m, &a->rcpts, &a->n) != 0)
+	if (p == NULL || (rc = store_get(ternd.store, qid, &a->m, &a->rcpts, &a->n)) != 0) {
+		if (rc == STORE_DAMAGED)
+			hold_damaged(qid);
 		return 0;
+	}
 	a->loaded = 1;
 	if (a->m.flags & QMSG_HOLD)
 		return 0;

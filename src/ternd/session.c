@@ -47,7 +47,7 @@ struct session {
 	const struct conf *conf;	/* the configuration when the session began */
 	int fd;
 	int lmtp;
-	char client[80];		/* "[addr]" or "local" */
+	char client[Q_CLIENT_MAX + 1];	/* "[addr]" or "local" */
 	enum sess_state state;
 	int errors;
 	char helo[SMTP_DOMAIN_MAX + 1];

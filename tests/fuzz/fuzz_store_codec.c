@@ -3,7 +3,10 @@
  * database. Arbitrary bytes are decoded as a message, a recipient, a
  * history record and a milter journal record;
  * whatever decodes must encode back to exactly the same bytes, and not
- * fit in one octet less.
+ * fit in one octet less. A message or recipient that decodes must also
+ * keep the limits of the way in (smtp_cmd.h, smtp_reply.h): lengths, no
+ * control octet in a string, counts and parameters in range; checked
+ * here on their own, not with the codec's q_text_ok.
  */
 #include "config.h"
 
@@ -12,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "smtp_cmd.h"
+#include "smtp_reply.h"
 #include "store_codec.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -52,6 +57,34 @@ static size_t enc_journal(const void *j, unsigned char *buf, size_t cap)
 	return journal_rec_encode(j, buf, cap);
 }
 
+/* text - s is at most max octets, with no octet below 32 and no DEL */
+static int text(const char *s, size_t max)
+{
+	size_t n = strlen(s);
+
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 32 || (unsigned char)s[i] == 127)
+			return 0;
+	return n <= max;
+}
+
+/* msg_valid - a decoded message as smtp_cmd would have let it in */
+static int msg_valid(const struct q_msg *m)
+{
+	return text(m->sender, SMTP_PATH_MAX - 2) && text(m->envid, SMTP_ENVID_MAX)
+	       && text(m->helo, SMTP_DOMAIN_MAX) && text(m->client, Q_CLIENT_MAX)
+	       && m->nlive <= m->nrcpt && m->body_type <= BODY_BINARYMIME && m->ret <= RET_HDRS;
+}
+
+/* rcpt_valid - a decoded recipient likewise */
+static int rcpt_valid(const struct q_rcpt *r)
+{
+	return text(r->addr, SMTP_PATH_MAX - 2) && text(r->orcpt, SMTP_ORCPT_MAX)
+	       && text(r->peer, SCHED_PEER_MAX) && text(r->reply, SMTP_REPLY_FORMAT_MAX - 1)
+	       && r->state <= RCPT_BOUNCED && (r->notify & ~0x0fu) == 0
+	       && (!(r->notify & NOTIFY_NEVER) || r->notify == NOTIFY_NEVER);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct q_msg m;
@@ -60,7 +93,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct journal_rec j;
 
 	if (q_msg_decode(data, size, &m) == 0) {
-		if (strlen(m.qid) != QID_LEN || !m.sender || !m.envid || !m.helo || !m.client)
+		if (strlen(m.qid) != QID_LEN || !m.sender || !m.envid || !m.helo || !m.client
+		    || !msg_valid(&m))
 			__builtin_trap();
 		reencode(enc_msg, &m, data, size);
 		q_msg_clear(&m);
@@ -68,12 +102,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		__builtin_trap();	/* a failed decode leaves nothing allocated */
 	}
 	if (q_rcpt_decode(data, size, &r) == 0) {
-		if (r.state > RCPT_BOUNCED || !r.addr || !r.orcpt || !r.peer || !r.reply)
+		if (r.state > RCPT_BOUNCED || !r.addr || !r.orcpt || !r.peer || !r.reply
+		    || !rcpt_valid(&r))
 			__builtin_trap();
 		reencode(enc_rcpt, &r, data, size);
 		q_rcpt_clear(&r);
 	} else if (r.addr || r.orcpt || r.peer || r.reply) {
 		__builtin_trap();
+	}
+	/* what fails the checks but not the layout decodes without them */
+	if (q_rcpt_decode_layout(data, size, &r) == 0) {
+		if (!r.addr || !r.orcpt || !r.peer || !r.reply)
+			__builtin_trap();
+		reencode(enc_rcpt, &r, data, size);
+		q_rcpt_clear(&r);
 	}
 	if (hist_rec_decode(data, size, &h) == 0) {
 		if (strlen(h.qid) != QID_LEN || h.state > HIST_EXPIRED || h.tls > HIST_TLS_RESUMED

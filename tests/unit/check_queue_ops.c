@@ -414,16 +414,17 @@ START_TEST(test_retry)
 	struct q_rcpt *r;
 	size_t n;
 
-	add_msg(QA, QMSG_HOLD, 1);
+	add_msg(QA, 0, 1);
 	add_msg(QB, 0, 1);
 	run(QOP_RETRY, QA, 300, &a);
 	ck_assert_int_eq(a.found, 1);
+	ck_assert_uint_eq(a.changed, 2);	/* both live recipients moved */
 	ck_assert_int_eq(a.own_file, 0);
 	ck_assert_uint_eq(a.seg_to_remove, 0);
 	/* moved, with no entry left at the old times */
 	due_expect(want, N_ELEMENTS(want));
 	ck_assert_int_eq(store_get(st, QA, &m, &r, &n), 0);
-	ck_assert_uint_eq(m.flags, QMSG_HOLD);	/* retry does not release */
+	ck_assert_uint_eq(m.flags, 0);
 	ck_assert_uint_eq(n, N_ELEMENTS(rcpts));
 	for (size_t i = 0; i < n; i++) {
 		int is_live = rcpts[i].state == RCPT_QUEUED || rcpts[i].state == RCPT_DEFERRED;
@@ -437,11 +438,17 @@ START_TEST(test_retry)
 	}
 	q_rcpts_free(&r, n);
 	q_msg_clear(&m);
-	/* again, later: still one entry per live recipient */
+	/* again, later: due already, so nothing changes */
 	run(QOP_RETRY, QA, 2000, &a);
+	ck_assert_uint_eq(a.changed, 0);
+	due_expect(want, N_ELEMENTS(want));
+	/* held mail stays parked: retry does not release it */
+	run(QOP_HOLD, QB, 2000, &a);
+	run(QOP_RETRY, QB, 2500, &a);
+	ck_assert_uint_eq(a.changed, 0);
 	{
 		static const struct due want2[] = {
-			{1000, QB, 0}, {2000, QA, 0}, {2000, QA, 2}, {5000, QB, 2},
+			{300, QA, 0}, {Q_NEXT_HELD, QB, 0}, {300, QA, 2}, {Q_NEXT_HELD, QB, 2},
 		};
 
 		due_expect(want2, N_ELEMENTS(want2));
@@ -508,6 +515,78 @@ START_TEST(test_parse)
 }
 END_TEST
 
+/* damaged_fn - QA as add_msg stores it, but its sender (arg "s") or the
+ * address of recipient 0 (arg "r") with CRLF and a command after it: what
+ * a record written past ternd (with LMDB directly) may hold */
+static int damaged_fn(struct store_txn *t, void *arg)
+{
+	struct q_msg m;
+	struct q_rcpt r0 = rcpts[0];
+	int rc;
+
+	msg_init(&m, QA, 0, 1);
+	if (*(const char *)arg == 's')
+		m.sender = "s@x>\r\nRCPT TO:<victim@example.org";
+	else
+		r0.addr = "q@x>\r\nRCPT TO:<victim@example.org";
+	if ((rc = store_put_msg(t, &m)) != 0 || (rc = store_put_rcpt(t, QA, &r0)) != 0)
+		return rc;
+	for (size_t i = 1; i < N_ELEMENTS(rcpts); i++)
+		if ((rc = store_put_rcpt(t, QA, &rcpts[i])) != 0)
+			return rc;
+	return 0;
+}
+
+/* A record that fails validation reads as STORE_DAMAGED; a hold parks
+ * what decodes, takes the schedule entry of what does not, and a second
+ * hold changes nothing (so ternd logs it once). */
+START_TEST(test_hold_damaged)
+{
+	static const char *const which[] = {"s", "r"};
+	static const struct due sender_bad[] = {
+		{1000, QB, 0}, {Q_NEXT_HELD, QA, 0}, {5000, QB, 2}, {Q_NEXT_HELD, QA, 2},
+	};
+	static const struct due rcpt_bad[] = {
+		{1000, QB, 0}, {5000, QB, 2}, {Q_NEXT_HELD, QA, 2},
+	};
+	struct queue_op_arg a;
+	struct q_msg m;
+	struct q_rcpt *r = NULL;
+	size_t n = 7;
+	char err[256] = "";
+
+	add_msg(QB, 0, 1);
+	for (size_t w = 0; w < N_ELEMENTS(which); w++) {
+		ck_assert_msg(store_write(st, damaged_fn, (void *)which[w], err, sizeof(err)) == 0,
+			      "%s", err);
+		ck_assert_int_eq(store_get(st, QA, &m, &r, &n), STORE_DAMAGED);
+		ck_assert_ptr_null(r);
+		ck_assert_uint_eq(n, 0);
+		run(QOP_HOLD, QA, 0, &a);
+		ck_assert_int_eq(a.found, 1);
+		ck_assert_int_eq(a.damaged, w == 0);	/* the message record itself */
+		/* two live recipients: both parked, or one parked, one
+		 * unscheduled; and the hold flag, where the message decodes */
+		ck_assert_uint_eq(a.changed, w == 0 ? 2 : 3);
+		if (w == 0)
+			due_expect(sender_bad, N_ELEMENTS(sender_bad));
+		else
+			due_expect(rcpt_bad, N_ELEMENTS(rcpt_bad));
+		run(QOP_HOLD, QA, 0, &a);
+		ck_assert_int_eq(a.found, 1);
+		ck_assert_uint_eq(a.changed, 0);
+		ck_assert_int_eq(store_get(st, QA, &m, &r, &n), STORE_DAMAGED);
+		/* a release of a damaged message record fails, and says why */
+		memset(&a, 0, sizeof(a));
+		a.op = QOP_RELEASE;
+		memcpy(a.qid, QA, QID_LEN + 1);
+		ck_assert_int_eq(store_write(st, queue_op_write, &a, err, sizeof(err)), w == 0 ? -1 : 0);
+		if (w == 0)
+			ck_assert_str_eq(err, "queue database: a record fails validation");
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("queue_ops");
@@ -522,6 +601,7 @@ int main(void)
 	tcase_add_test(tc, test_delete_no_segment_record);
 	tcase_add_test(tc, test_retry);
 	tcase_add_test(tc, test_unknown);
+	tcase_add_test(tc, test_hold_damaged);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	tcase_add_loop_test(parse, test_parse, 0, N_ELEMENTS(parse_cases));
