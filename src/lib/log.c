@@ -9,6 +9,15 @@
  * has, so without the stderr copy "systemctl status" could miss the
  * reason it stopped.
  *
+ * Every line is escaped whole (textesc, TEXTESC_LINE) before it goes
+ * anywhere: a control octet or ill-formed UTF-8 from mail reaches neither
+ * syslog(3) (which passes octets on as they are; what the daemon then
+ * does differs: rsyslog writes controls as "#033" but keeps ill-formed
+ * UTF-8, journald keeps the line as a binary blob), nor log_file, nor
+ * stderr, and a newline in it cannot start a forged line. Callers escape addresses and replies with the field flags first
+ * (ternd(8), LOGGING); what they escaped passes this second escape
+ * unchanged.
+ *
  * Must never allocate: it is what xalloc calls when memory runs out.
  */
 #include "config.h"
@@ -24,6 +33,7 @@
 
 #include "log.h"
 #include "privs.h"
+#include "textesc.h"
 
 static const char *log_prog = "tern";
 static const char *log_service = "tern";
@@ -139,9 +149,10 @@ void log_vmsg(int prio, const char *fmt, va_list ap)
 		[LOG_WARNING] = "warning: ", [LOG_NOTICE] = "",
 		[LOG_INFO] = "", [LOG_DEBUG] = "debug: ",
 	};
-	char buf[2048];
+	char raw[2048], buf[2048];
 
-	vsnprintf(buf, sizeof(buf), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
+	textesc(buf, sizeof(buf), raw, TEXTESC_LINE);
 	if (log_syslog)
 		syslog(prio, "%s%s", level[prio & 7], buf);
 	if (log_fd >= 0 && log_ident[0])

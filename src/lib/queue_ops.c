@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "queue_ops.h"
+#include "smtp_cmd.h"
+#include "textesc.h"
 
 /* queue_op_parse - the operation named by a ternq command */
 int queue_op_parse(const char *name, enum queue_op *op)
@@ -35,14 +37,18 @@ const char *queue_op_done(enum queue_op op)
  * delivered, cut with ", ..." where it would not fit */
 static void envelope(char *out, size_t len, const struct q_msg *m, const struct q_rcpt *r, size_t n)
 {
-	size_t used = (size_t)snprintf(out, len, "from=<%s>", m->sender);
+	char ea[TEXTESC_SIZE(SMTP_ADDR_MAX)];
+	size_t used = (size_t)snprintf(out, len, "from=<%s>",
+				       textesc(ea, sizeof(ea), m->sender, TEXTESC_ADDR));
 
 	for (size_t i = 0; i < n && used < len; i++) {
 		int k;
 
 		if (r[i].state != RCPT_QUEUED && r[i].state != RCPT_DEFERRED)
 			continue;
-		k = snprintf(out + used, len - used, ", to=<%s>", r[i].addr);
+		/* escaped as in every log line: an address cannot add a field */
+		k = snprintf(out + used, len - used, ", to=<%s>",
+			     textesc(ea, sizeof(ea), r[i].addr, TEXTESC_ADDR));
 		if (k < 0 || (size_t)k >= len - used) {
 			out[used] = '\0';
 			if (used + 6 <= len)

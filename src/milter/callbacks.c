@@ -23,6 +23,7 @@
 #include "metrics.h"
 #include "milter.h"
 #include "queue.h"
+#include "textesc.h"
 #include "xalloc.h"
 
 #define SENDER_MAX 320
@@ -535,7 +536,7 @@ static sfsistat tm_eom(SMFICTX *ctx)
 	struct session *s = session_of(ctx);
 	struct trace_decision d;
 	struct verdict v;
-	char qid[QID_MAX + 1], tid[TRACE_ID_HEX + 1];
+	char qid[QID_MAX + 1], tid[TRACE_ID_HEX + 1], from[TEXTESC_SIZE(SENDER_MAX)];
 	const char *failed = NULL;
 	int tracing;
 	struct timespec start;
@@ -589,7 +590,8 @@ static sfsistat tm_eom(SMFICTX *ctx)
 		}
 	}
 	log_info("%s: trace=%s origin=%s client=%s[%s] from=<%s> nrcpt=%lld verdict=%s%s%s",
-		 qid, tid, d.origin, s->client_name, s->client_addr, s->sender, s->nrcpt,
+		 qid, tid, d.origin, s->client_name, s->client_addr,
+		 textesc(from, sizeof(from), s->sender, TEXTESC_ADDR), s->nrcpt,
 		 v.name, v.reason[0] ? " reason=" : "", v.reason);
 	metric_add(m_messages, 1, v.name);
 	metric_add(m_traces, tracing, d.origin);

@@ -1,7 +1,9 @@
 /*
  * text - the report for a cron mail: plain ASCII, aligned columns, the
  * layout of pflogsumm where it has one (numbers right-aligned before
- * their label), each section only when it has rows.
+ * their label), each section only when it has rows. Names and reasons
+ * came with mail (or in a merged report): shown escaped (textesc), cut
+ * to their column.
  */
 #include "config.h"
 
@@ -9,6 +11,7 @@
 #include <string.h>
 
 #include "report.h"
+#include "textesc.h"
 
 #define NAME_WIDTH_MAX 40
 
@@ -23,16 +26,23 @@ static void section(FILE *out, const char *title)
 	fputc('\n', out);
 }
 
-/* name_width - the column width for names: the longest, within bounds */
+/* shown - a name as its column shows it: escaped, at most NAME_WIDTH_MAX */
+static const char *shown(const char *name, char buf[NAME_WIDTH_MAX + 1])
+{
+	return textesc(buf, NAME_WIDTH_MAX + 1, name, TEXTESC_LINE);
+}
+
+/* name_width - the column width for names: the longest shown, at least min */
 static int name_width(size_t n, const char *(*name)(const struct report *, size_t),
 		      const struct report *r, int min)
 {
+	char buf[NAME_WIDTH_MAX + 1];
 	size_t w = (size_t)min;
 
 	for (size_t i = 0; i < n; i++)
-		if (strlen(name(r, i)) > w)
-			w = strlen(name(r, i));
-	return (int)(w > NAME_WIDTH_MAX ? NAME_WIDTH_MAX : w);
+		if (strlen(shown(name(r, i), buf)) > w)
+			w = strlen(buf);
+	return (int)w;
 }
 
 static const char *peer_name(const struct report *r, size_t i)
@@ -43,6 +53,11 @@ static const char *peer_name(const struct report *r, size_t i)
 static const char *domain_name(const struct report *r, size_t i)
 {
 	return r->domains[i].name;
+}
+
+static const char *queue_key(const struct report *r, size_t i)
+{
+	return r->queue.rows[i].key;
 }
 
 /* totals - the grand totals, one number per line */
@@ -94,7 +109,7 @@ static void hourly(const struct report *r, FILE *out)
 static void peers(const struct report *r, FILE *out)
 {
 	int w = name_width(r->npeers, peer_name, r, 4);
-	char p[3][16], reuse[16], res[16];
+	char p[3][16], reuse[16], res[16], name[NAME_WIDTH_MAX + 1];
 
 	section(out, "Relay Peers");
 	fprintf(out, "%-*s %8s %8s %8s %7s %7s %7s %6s %6s %8s %8s\n", w, "peer", "sent", "deferred",
@@ -102,7 +117,8 @@ static void peers(const struct report *r, FILE *out)
 	for (size_t i = 0; i < r->npeers; i++) {
 		const struct rpt_peer *x = &r->peers[i];
 
-		fprintf(out, "%-*.*s %8llu %8llu %8llu %7s %7s %7s %6s %6s %8llu %8llu\n", w, w, x->name,
+		fprintf(out, "%-*s %8llu %8llu %8llu %7s %7s %7s %6s %6s %8llu %8llu\n", w,
+			shown(x->name, name),
 			(unsigned long long)x->c.sent, (unsigned long long)x->c.deferred,
 			(unsigned long long)x->c.bounced,
 			rpt_pctl_str(&x->delay, 0.5, p[0], sizeof(p[0])),
@@ -119,6 +135,7 @@ static void domains(const struct report *r, FILE *out, size_t top)
 {
 	size_t n = r->ndomains < top ? r->ndomains : top;
 	int w = name_width(n, domain_name, r, 6);
+	char name[NAME_WIDTH_MAX + 1];
 
 	section(out, r->domains_exact ? "Top Recipient Domains"
 		: "Top Recipient Domains (approximate: more domains than the table holds)");
@@ -127,7 +144,7 @@ static void domains(const struct report *r, FILE *out, size_t top)
 	for (size_t i = 0; i < n; i++) {
 		const struct rpt_domain *d = &r->domains[i];
 
-		fprintf(out, "%-*.*s %8llu %8llu %8llu %8llu %8llu\n", w, w, d->name,
+		fprintf(out, "%-*s %8llu %8llu %8llu %8llu %8llu\n", w, shown(d->name, name),
 			(unsigned long long)d->total, (unsigned long long)d->sent,
 			(unsigned long long)d->deferred, (unsigned long long)d->bounced,
 			(unsigned long long)d->expired);
@@ -137,26 +154,27 @@ static void domains(const struct report *r, FILE *out, size_t top)
 /* reasons - deferrals and bounces by enhanced status code */
 static void reasons(const struct report *r, FILE *out)
 {
+	char status[TEXTESC_SIZE(sizeof(r->reasons->status))];
+	char dsn[TEXTESC_SIZE(sizeof(r->reasons->dsn))], example[71];
+
 	section(out, "Deferral and Bounce Reasons");
 	fprintf(out, "%-8s %-8s %8s   %s\n", "status", "dsn", "count", "example");
 	for (size_t i = 0; i < r->nreasons; i++) {
 		const struct rpt_reason *x = &r->reasons[i];
 
-		fprintf(out, "%-8s %-8s %8llu   %.70s\n", x->status, x->dsn,
-			(unsigned long long)x->count, x->example);
+		fprintf(out, "%-8s %-8s %8llu   %s\n",
+			textesc(status, sizeof(status), x->status, TEXTESC_LINE),
+			textesc(dsn, sizeof(dsn), x->dsn, TEXTESC_LINE), (unsigned long long)x->count,
+			textesc(example, sizeof(example), x->example, TEXTESC_LINE));
 	}
 }
 
 /* queue - the queue's shape now, by peer, as ternq stats --by peer */
 static void queue(const struct report *r, FILE *out)
 {
-	int w = 10;
+	int w = name_width(r->queue.n, queue_key, r, 10);
+	char name[NAME_WIDTH_MAX + 1];
 
-	for (size_t i = 0; i < r->queue.n; i++)
-		if ((int)strlen(r->queue.rows[i].key) > w)
-			w = (int)strlen(r->queue.rows[i].key);
-	if (w > NAME_WIDTH_MAX)
-		w = NAME_WIDTH_MAX;
 	section(out, "Queue Now (recipients by age in minutes)");
 	fprintf(out, "%-*s %6s", w, "peer", "T");
 	for (size_t b = 0; b < QSHAPE_NBOUNDS; b++)
@@ -165,7 +183,7 @@ static void queue(const struct report *r, FILE *out)
 	for (size_t i = 0; i <= r->queue.n; i++) {
 		const struct qshape_row *row = i ? &r->queue.rows[i - 1] : &r->queue.all;
 
-		fprintf(out, "%-*.*s %6lu", w, w, i ? row->key : "TOTAL", row->total);
+		fprintf(out, "%-*s %6lu", w, i ? shown(row->key, name) : "TOTAL", row->total);
 		for (size_t b = 0; b < QSHAPE_NBUCKETS; b++)
 			fprintf(out, " %5lu", row->count[b]);
 		fputc('\n', out);

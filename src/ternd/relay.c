@@ -44,6 +44,7 @@
 #include "smtp_cmd.h"
 #include "stats.h"
 #include "ternd.h"
+#include "textesc.h"
 #include "traceparent.h"
 #include "xalloc.h"
 
@@ -269,19 +270,21 @@ static int reroute_write(struct store_txn *txn, void *arg)
 	}
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		struct q_rcpt *r = &rcpts[i];
+		char ea[TEXTESC_SIZE(SMTP_PATH_MAX)];
 		const char *to;
 
 		if ((r->state != RCPT_QUEUED && r->state != RCPT_DEFERRED)
 		    || conf_peer_find(conf, r->peer) != NULL)
 			continue;
+		textesc(ea, sizeof(ea), r->addr, TEXTESC_ADDR);
 		if ((to = conf_route(conf, r->addr)) != NULL) {
 			log_info("%s: to=<%s>: peer %s is no longer configured: routed to %s", qid,
-				 r->addr, r->peer, to);
+				 ea, r->peer, to);
 			free(r->peer);
 			r->peer = xstrdup(to);
 		} else {
 			log_warning("%s: to=<%s>: peer %s is no longer configured and no route "
-				    "matches: it waits", qid, r->addr, r->peer);
+				    "matches: it waits", qid, ea, r->peer);
 			r->next_us = now_us() + (uint64_t)conf->ternd.min_backoff * 1000;
 		}
 		rc = store_put_rcpt(txn, qid, r);
@@ -595,6 +598,7 @@ static void log_outcomes(const struct result *res)
 {
 	char delay[PFLOG_DELAY_MAX], a[PFLOG_DELAY_MAX], b[PFLOG_DELAY_MAX];
 	char cs[PFLOG_DELAY_MAX], d[PFLOG_DELAY_MAX], use[32] = "";
+	char ea[TEXTESC_SIZE(SMTP_PATH_MAX)], er[TEXTESC_SIZE(SMTP_REPLY_FORMAT_MAX)];
 	uint64_t part[4];
 
 	attempt_delays(res, part);
@@ -614,10 +618,13 @@ static void log_outcomes(const struct result *res)
 		for (size_t k = 0; k < res->nrcpts; k++)
 			if (res->rcpts[k].idx == o->idx)
 				addr = res->rcpts[k].addr;
-		/* tls= last: pflogsumm wants Postfix's fields, in order, up to status= */
+		/* tls= last: pflogsumm wants Postfix's fields, in order, up to
+		 * status=; the address and the reply cannot add one (textesc) */
 		log_info("%s: to=<%s>, relay=%s,%s delay=%s, delays=%s/%s/%s/%s, dsn=%s, "
-			 "status=%s (%s), tls=%s", res->qid, addr, res->relay, use, delay, a, b, cs, d,
-			 o->esc, hist_state_name(o->expired ? HIST_EXPIRED : o->state), o->reply,
+			 "status=%s (%s), tls=%s", res->qid, textesc(ea, sizeof(ea), addr, TEXTESC_ADDR),
+			 res->relay, use, delay, a, b, cs, d, o->esc,
+			 hist_state_name(o->expired ? HIST_EXPIRED : o->state),
+			 textesc(er, sizeof(er), o->reply, TEXTESC_REPLY),
 			 res->tls == HIST_TLS_RESUMED ? "resumed" : res->tls == HIST_TLS_FULL ? "full" : "none");
 	}
 }
@@ -2011,8 +2018,10 @@ static int enqueue_notice(const struct conf *conf, const char *id, const char *r
 	crypto_generichash_state h;
 
 	if (peer == NULL) {
+		char ea[TEXTESC_SIZE(SMTP_PATH_MAX)];
+
 		log_warning("%.*s: no route for the notification to <%s>: not sent", QID_LEN, id,
-			    rcpt);
+			    textesc(ea, sizeof(ea), rcpt, TEXTESC_ADDR));
 		return 1;
 	}
 	qid_next(&ternd.qids, now_us(), m.qid);

@@ -32,6 +32,7 @@
 #include "smtp_cmd.h"
 #include "smtp_data.h"
 #include "ternd.h"
+#include "textesc.h"
 #include "traceparent.h"
 #include "xalloc.h"
 
@@ -544,7 +545,7 @@ static void content_end(struct session *s)
 {
 	const char *err = content_error(s);
 	struct job job;
-	char tid[TRACE_ID_HEX + 1], msgid[256] = "";
+	char tid[TRACE_ID_HEX + 1], msgid[256] = "", from[TEXTESC_SIZE(SMTP_PATH_MAX)];
 	struct traceparent tp;
 	const char *v;
 	size_t vlen;
@@ -599,7 +600,8 @@ static void content_end(struct session *s)
 	memcpy(tp.trace_id, s->msg.trace_id, sizeof(tp.trace_id));
 	trace_id_hex(&tp, tid);
 	log_info("%s: from=<%s>, size=%llu, nrcpt=%zu, trace=%s (queue active)", s->msg.qid,
-		 s->msg.sender, (unsigned long long)s->msg.size, s->nrcpts, tid);
+		 textesc(from, sizeof(from), s->msg.sender, TEXTESC_ADDR),
+		 (unsigned long long)s->msg.size, s->nrcpts, tid);
 	metric_add(stats.received, 1, s->lmtp ? "lmtp" : "smtp");
 	metric_add(stats.rcpts_received, s->nrcpts);
 	if (s->lmtp) {

@@ -36,6 +36,7 @@
 #include "smtp_cmd.h"
 #include "spool.h"
 #include "store.h"
+#include "textesc.h"
 #include "trace.h"
 #include "traceparent.h"
 #include "units.h"
@@ -244,14 +245,14 @@ static int list_one(const struct q_msg *m, const struct q_rcpt *r, size_t n, voi
 	}
 	localtime_r(&t, &tm);
 	strftime(when, sizeof(when), "%a %b %e %H:%M:%S", &tm);
-	printf("%-13s%c %8llu %-20s  %s\n", m->qid, m->flags & QMSG_HOLD ? '!' : ' ',
-	       (unsigned long long)m->size, when, m->sender[0] ? m->sender : "MAILER-DAEMON");
+	textesc_line(stdout, "%-13s%c %8llu %-20s  %s", m->qid, m->flags & QMSG_HOLD ? '!' : ' ',
+		     (unsigned long long)m->size, when, m->sender[0] ? m->sender : "MAILER-DAEMON");
 	for (size_t i = 0; i < n; i++) {
 		if (r[i].state != RCPT_QUEUED && r[i].state != RCPT_DEFERRED)
 			continue;
 		if (r[i].reply[0])
-			printf("%46s(%s)\n", "", r[i].reply);
-		printf("%46s%s\n", "", r[i].addr);
+			textesc_line(stdout, "%46s(%s)", "", r[i].reply);
+		textesc_line(stdout, "%46s%s", "", r[i].addr);
 	}
 	putchar('\n');
 	return 0;
@@ -300,16 +301,20 @@ static int cmd_show(struct ternq *q, const char *qid)
 		print_json(msg_json(&m, r, n));
 	} else {
 		trace_hex(&m, tid);
-		printf("queue_id: %s\nstate: %s\narrival_time: %llu\nsize: %llu\nsender: <%s>\n"
-		       "client: %s\nhelo: %s\nprotocol: %s\ntrace_id: %s\nenvid: %s\n", m.qid,
+		/* one value a line, each line escaped (a newline in a value too) */
+		printf("queue_id: %s\nstate: %s\narrival_time: %llu\nsize: %llu\n", m.qid,
 		       msg_state(&m, r, n), (unsigned long long)(m.arrival_us / 1000000),
-		       (unsigned long long)m.size, m.sender, m.client, m.helo,
-		       m.flags & QMSG_LMTP ? "LMTP" : "ESMTP", tid, m.envid);
+		       (unsigned long long)m.size);
+		textesc_line(stdout, "sender: <%s>", m.sender);
+		textesc_line(stdout, "client: %s", m.client);
+		textesc_line(stdout, "helo: %s", m.helo);
+		printf("protocol: %s\ntrace_id: %s\n", m.flags & QMSG_LMTP ? "LMTP" : "ESMTP", tid);
+		textesc_line(stdout, "envid: %s", m.envid);
 		for (size_t i = 0; i < n; i++)
-			printf("recipient: <%s> state=%s peer=%s attempts=%u next_attempt=%llu%s%s%s\n",
-			       r[i].addr, rcpt_state_name(r[i].state), r[i].peer, r[i].attempts,
-			       (unsigned long long)(r[i].next_us / 1000000), r[i].reply[0] ? " (" : "",
-			       r[i].reply, r[i].reply[0] ? ")" : "");
+			textesc_line(stdout, "recipient: <%s> state=%s peer=%s attempts=%u next_attempt=%llu%s%s%s",
+				     r[i].addr, rcpt_state_name(r[i].state), r[i].peer, r[i].attempts,
+				     (unsigned long long)(r[i].next_us / 1000000), r[i].reply[0] ? " (" : "",
+				     r[i].reply, r[i].reply[0] ? ")" : "");
 	}
 	q_rcpts_free(&r, n);
 	q_msg_clear(&m);
@@ -653,13 +658,16 @@ static int cmd_change(struct ternq *q, const char *verb, char **ids, int nids)
 	return c.failed ? EXIT_USAGE : c.missing ? EXIT_NOTFOUND : 0;
 }
 
-/* print_row - one qshape line */
+/* print_row - one qshape line (the key is a recipient domain: escaped) */
 static void print_row(const struct qshape_row *r, const char *key)
 {
-	printf("%30s %6lu", key, r->total);
-	for (size_t b = 0; b < QSHAPE_NBUCKETS; b++)
-		printf(" %5lu", r->count[b]);
-	putchar('\n');
+	char counts[QSHAPE_NBUCKETS * 24 + 1];
+	size_t o = 0;
+
+	counts[0] = '\0';
+	for (size_t b = 0; b < QSHAPE_NBUCKETS && o < sizeof(counts); b++)
+		o += (size_t)snprintf(counts + o, sizeof(counts) - o, " %5lu", r->count[b]);
+	textesc_line(stdout, "%30s %6lu%s", key, r->total, counts);
 }
 
 /* cmd_stats - queue shape by age, like qshape */

@@ -18,6 +18,7 @@
 
 #include "qid.h"
 #include "store_journal.h"
+#include "textesc.h"
 #include "trace.h"
 #include "xalloc.h"
 
@@ -200,8 +201,8 @@ static json_t *final_states(const struct found *f, const char *qid, int json)
 				json_array_append_new(arr, o);
 				free(addr);
 			} else {
-				printf("%-26s final     %s: to=<%.*s>, status=%s\n", "", qid, (int)len, p,
-				       state);
+				textesc_line(stdout, "%-26s final     %s: to=<%.*s>, status=%s", "", qid,
+					     (int)len, p, state);
 			}
 			p += len + (p[len] == '\n');
 		}
@@ -222,27 +223,28 @@ static void print_text(const struct found *f)
 			hex(e->j.trace_id, 16, tid);
 			hex(e->j.span_id, 8, span);
 			hex(e->j.parent_id, 8, parent);
-			printf("%s milter    %s: verdict=%s, client=%s, from=<%s>, nrcpt=%u, trace=%s, "
-			       "span=%s%s%s\n", when, e->j.mta_qid[0] ? e->j.mta_qid : "NOQUEUE",
-			       e->j.verdict, e->j.client, e->j.sender, e->j.nrcpt, tid, span,
-			       strcmp(parent, "0000000000000000") ? ", parent=" : "",
-			       strcmp(parent, "0000000000000000") ? parent : "");
+			textesc_line(stdout, "%s milter    %s: verdict=%s, client=%s, from=<%s>, nrcpt=%u, "
+				     "trace=%s, span=%s%s%s", when,
+				     e->j.mta_qid[0] ? e->j.mta_qid : "NOQUEUE", e->j.verdict, e->j.client,
+				     e->j.sender, e->j.nrcpt, tid, span,
+				     strcmp(parent, "0000000000000000") ? ", parent=" : "",
+				     strcmp(parent, "0000000000000000") ? parent : "");
 		} else if (e->h.kind == HIST_ACCEPT) {
 			hex(e->h.trace_id, 16, tid);
 			hex(e->h.span_id, 8, span);
-			printf("%s accepted  %s: from=<%s>, size=%llu, nrcpt=%u, client=%s, "
-			       "message-id=%s, trace=%s, span=%s\n", when, e->h.qid, e->h.sender,
-			       (unsigned long long)e->h.size, e->h.nrcpt, e->h.client,
-			       e->h.msgid[0] ? e->h.msgid : "-", tid, span);
+			textesc_line(stdout, "%s accepted  %s: from=<%s>, size=%llu, nrcpt=%u, client=%s, "
+				     "message-id=%s, trace=%s, span=%s", when, e->h.qid, e->h.sender,
+				     (unsigned long long)e->h.size, e->h.nrcpt, e->h.client,
+				     e->h.msgid[0] ? e->h.msgid : "-", tid, span);
 		} else {
 			const uint64_t *d = e->h.delays_us;
 
-			printf("%s attempt   %s: to=<%s>, peer=%s, relay=%s, tls=%s, conn_use=%u, "
-			       "delays=%.3f/%.3f/%.3f/%.3f, dsn=%s, status=%s (%s)%s%s\n", when,
-			       e->h.qid, e->h.rcpt, e->h.peer, e->h.relay, tls_names[e->h.tls],
-			       e->h.conn_use, d[0] / 1e6, d[1] / 1e6, d[2] / 1e6, d[3] / 1e6, e->h.dsn,
-			       hist_state_name(e->h.state), e->h.reply,
-			       e->h.peer_qid[0] ? ", queued_as=" : "", e->h.peer_qid);
+			textesc_line(stdout, "%s attempt   %s: to=<%s>, peer=%s, relay=%s, tls=%s, "
+				     "conn_use=%u, delays=%.3f/%.3f/%.3f/%.3f, dsn=%s, status=%s (%s)%s%s",
+				     when, e->h.qid, e->h.rcpt, e->h.peer, e->h.relay, tls_names[e->h.tls],
+				     e->h.conn_use, d[0] / 1e6, d[1] / 1e6, d[2] / 1e6, d[3] / 1e6,
+				     e->h.dsn, hist_state_name(e->h.state), e->h.reply,
+				     e->h.peer_qid[0] ? ", queued_as=" : "", e->h.peer_qid);
 		}
 	}
 	for (size_t i = 0; i < f->n; i++)
