@@ -30,6 +30,9 @@ struct hdr_check {
 	size_t traceparent_len, tracestate_len;
 	char traceparent[HDR_TRACEPARENT_MAX];
 	char tracestate[HDR_TRACESTATE_MAX];
+	int nmsgid, msgid_overflow;
+	size_t msgid_len;
+	char msgid[HDR_MSGID_MAX];	/* the first Message-ID: value, trimmed */
 };
 
 /* check_name - the name of a check in tern.conf, logs and Tern-Inspect: */
@@ -89,7 +92,8 @@ static const char *trim(const char *v, size_t *len)
 	return v;
 }
 
-/* keep_trace_field - remember Traceparent/Tracestate values, bounded */
+/* keep_trace_field - remember Traceparent/Tracestate values and the
+ * Message-ID their signature covers, bounded */
 static void keep_trace_field(struct hdr_check *hc, const char *name, size_t nlen,
 			     const char *value, size_t vlen)
 {
@@ -115,6 +119,14 @@ static void keep_trace_field(struct hdr_check *hc, const char *name, size_t nlen
 			hc->tracestate[hc->tracestate_len++] = ',';
 		memcpy(hc->tracestate + hc->tracestate_len, value, vlen);
 		hc->tracestate_len += vlen;
+	} else if (name_is(name, nlen, "message-id") && hc->nmsgid++ == 0) {
+		value = trim(value, &vlen);
+		if (vlen > sizeof(hc->msgid)) {
+			hc->msgid_overflow = 1;
+			return;
+		}
+		memcpy(hc->msgid, value, vlen);
+		hc->msgid_len = vlen;
 	}
 }
 
@@ -202,6 +214,9 @@ void hdr_check_trace(const struct hdr_check *hc, struct hdr_trace_fields *out)
 	out->tracestate_len = hc->tracestate_len;
 	out->overflow = hc->overflow;
 	out->ninspect = hc->ninspect;
+	out->nmessage_id = hc->nmsgid;
+	out->message_id = hc->nmsgid && !hc->msgid_overflow ? hc->msgid : NULL;
+	out->message_id_len = hc->msgid_len;
 }
 
 /* hdr_check_free - release the inspection state, clearing the pointer */

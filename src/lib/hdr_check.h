@@ -3,8 +3,8 @@
  * state machine: _new, _push one field at a time, _result per check, _free.
  *
  * It never stores more than a bounded amount of what it is pushed (the
- * trace context fields, capped), so a 10,000-field or 100 KB header costs
- * nothing but counters. It knows nothing of libmilter or actions: it says
+ * trace context fields and the Message-ID, capped), so a 10,000-field or
+ * 100 KB header costs nothing but counters. It knows nothing of libmilter or actions: it says
  * which checks failed and why, the caller decides what that means.
  */
 #ifndef TERN_HDR_CHECK_H
@@ -24,6 +24,7 @@ enum check_id {
 
 #define HDR_TRACEPARENT_MAX 128		/* longer values cannot be valid */
 #define HDR_TRACESTATE_MAX 1024
+#define HDR_MSGID_MAX 998		/* a Message-ID kept for the trace signature */
 
 struct hdr_limits {
 	unsigned long long max_header_size;
@@ -42,6 +43,10 @@ struct hdr_trace_fields {
 	size_t tracestate_len;
 	int overflow;			/* a value was too long to keep */
 	int ninspect;			/* how many Tern-Inspect: fields (ours to own) */
+	int nmessage_id;		/* how many Message-ID: fields */
+	const char *message_id;		/* the first one's value, trimmed; NULL if
+					 * none or longer than HDR_MSGID_MAX */
+	size_t message_id_len;
 };
 
 const char *check_name(enum check_id id);

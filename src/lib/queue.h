@@ -43,6 +43,10 @@ struct q_msg {
 	unsigned char digest[Q_DIGEST_BYTES];	/* BLAKE2b-256 of the body */
 	unsigned char trace_id[16];
 	unsigned char span_id[8];
+	/* a Traceparent that came with the message but did not verify as
+	 * ours: kept as a link, never as the parent; zeros if none */
+	unsigned char link_trace_id[16];
+	unsigned char link_span_id[8];
 	char *sender;			/* "" for the null sender */
 	char *envid;			/* DSN ENVID, or "" */
 	char *helo;
@@ -82,6 +86,8 @@ struct hist_rec {
 	uint64_t delays_us[4];		/* attempt: before, rate wait, connection setup, transmission */
 	unsigned char trace_id[16];
 	unsigned char span_id[8];
+	unsigned char link_trace_id[16];	/* acceptance: as q_msg's, zeros if none */
+	unsigned char link_span_id[8];
 	char qid[QID_LEN + 1];
 	char *sender, *msgid, *client;	/* acceptance, else "" */
 	char *rcpt;			/* attempt: the recipient; acceptance: all, one per line */

@@ -16,9 +16,9 @@
 #include "store_codec.h"
 #include "xalloc.h"
 
-#define MSG_VERSION 1
+#define MSG_VERSION 2		/* 2: the trace link at the end; 1 still read */
 #define RCPT_VERSION 1
-#define HIST_VERSION 1
+#define HIST_VERSION 2		/* 2: the trace link at the end; 1 still read */
 #define JOURNAL_VERSION 1
 
 struct wbuf {
@@ -155,6 +155,8 @@ size_t q_msg_encode(const struct q_msg *m, unsigned char *buf, size_t cap)
 	put_str(&w, m->envid);
 	put_str(&w, m->helo);
 	put_str(&w, m->client);
+	put(&w, m->link_trace_id, sizeof(m->link_trace_id));
+	put(&w, m->link_span_id, sizeof(m->link_span_id));
 	return w.overflow ? 0 : w.len;
 }
 
@@ -162,9 +164,10 @@ size_t q_msg_encode(const struct q_msg *m, unsigned char *buf, size_t cap)
 int q_msg_decode(const unsigned char *buf, size_t len, struct q_msg *m)
 {
 	struct rbuf r = {buf, len, 0, 0, 0};
+	uint64_t version;
 
 	memset(m, 0, sizeof(*m));
-	if (get_uint(&r, 1) != MSG_VERSION)
+	if ((version = get_uint(&r, 1)) != MSG_VERSION && version != 1)
 		r.bad = 1;
 	get(&r, m->qid, QID_LEN);
 	m->qid[QID_LEN] = '\0';
@@ -184,6 +187,10 @@ int q_msg_decode(const unsigned char *buf, size_t len, struct q_msg *m)
 	m->envid = get_text(&r, SMTP_ENVID_MAX);
 	m->helo = get_text(&r, SMTP_DOMAIN_MAX);
 	m->client = get_text(&r, Q_CLIENT_MAX);
+	if (version >= 2) {
+		get(&r, m->link_trace_id, sizeof(m->link_trace_id));
+		get(&r, m->link_span_id, sizeof(m->link_span_id));
+	}
 	if (r.bad || r.off != len || strlen(m->qid) != QID_LEN || m->nlive > m->nrcpt
 	    || m->body_type > BODY_BINARYMIME || m->ret > RET_HDRS) {
 		q_msg_clear(m);
@@ -288,6 +295,8 @@ size_t hist_rec_encode(const struct hist_rec *h, unsigned char *buf, size_t cap)
 	put_str(&w, h->dsn);
 	put_str(&w, h->reply);
 	put_str(&w, h->peer_qid);
+	put(&w, h->link_trace_id, sizeof(h->link_trace_id));
+	put(&w, h->link_span_id, sizeof(h->link_span_id));
 	return w.overflow || strlen(h->qid) != QID_LEN ? 0 : w.len;
 }
 
@@ -295,9 +304,10 @@ size_t hist_rec_encode(const struct hist_rec *h, unsigned char *buf, size_t cap)
 int hist_rec_decode(const unsigned char *buf, size_t len, struct hist_rec *h)
 {
 	struct rbuf r = {buf, len, 0, 0, 0};
+	uint64_t version;
 
 	memset(h, 0, sizeof(*h));
-	if (get_uint(&r, 1) != HIST_VERSION)
+	if ((version = get_uint(&r, 1)) != HIST_VERSION && version != 1)
 		r.bad = 1;
 	h->kind = (uint8_t)get_uint(&r, 1);
 	h->state = (uint8_t)get_uint(&r, 1);
@@ -323,6 +333,10 @@ int hist_rec_decode(const unsigned char *buf, size_t len, struct hist_rec *h)
 	h->dsn = get_str(&r);
 	h->reply = get_str(&r);
 	h->peer_qid = get_str(&r);
+	if (version >= 2) {
+		get(&r, h->link_trace_id, sizeof(h->link_trace_id));
+		get(&r, h->link_span_id, sizeof(h->link_span_id));
+	}
 	if (r.bad || r.off != len || strlen(h->qid) != QID_LEN
 	    || (h->kind != HIST_ACCEPT && h->kind != HIST_ATTEMPT)
 	    || h->state > HIST_EXPIRED || h->tls > HIST_TLS_RESUMED) {

@@ -20,6 +20,12 @@
 #define TRACEPARENT_FLAG_SAMPLED 0x01
 #define TRACESTATE_MAX_MEMBERS 32
 
+/* is_wsp - white space that a Message-ID loses before it is signed */
+static int is_wsp(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
 /* hexval - value of a lower-case hex digit, or -1 */
 static int hexval(char c)
 {
@@ -111,26 +117,48 @@ void traceparent_new(struct traceparent *tp)
 	traceparent_new_span(tp);
 }
 
-/* trace_sign - base64url(BLAKE2b-128 keyed, over the traceparent value) */
-void trace_sign(const struct trace_key *key, const char *tpvalue, char out[TRACE_SIG_LEN + 1])
+/* trace_sign - base64url(BLAKE2b-128 keyed, over the traceparent value,
+ * NUL, and the Message-ID without its white space) */
+void trace_sign(const struct trace_key *key, const char *tpvalue, const char *msgid,
+		size_t msgid_len, char out[TRACE_SIG_LEN + 1])
 {
+	crypto_generichash_state h;
 	unsigned char mac[16];
+	size_t i = 0;
 
-	crypto_generichash(mac, sizeof(mac), (const unsigned char *)tpvalue, strlen(tpvalue),
-			   key->bytes, sizeof(key->bytes));
+	crypto_generichash_init(&h, key->bytes, sizeof(key->bytes), sizeof(mac));
+	crypto_generichash_update(&h, (const unsigned char *)tpvalue, strlen(tpvalue) + 1);
+	while (i < msgid_len) {
+		size_t run = 0;
+
+		while (i + run < msgid_len && !is_wsp(msgid[i + run]))
+			run++;
+		crypto_generichash_update(&h, (const unsigned char *)msgid + i, run);
+		for (i += run; i < msgid_len && is_wsp(msgid[i]); i++)
+			;
+	}
+	crypto_generichash_final(&h, mac, sizeof(mac));
 	sodium_bin2base64(out, TRACE_SIG_LEN + 1, mac, sizeof(mac),
 			  sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+	sodium_memzero(&h, sizeof(h));
 }
 
-/* trace_verify - does sig sign tpvalue under key (constant time) */
-int trace_verify(const struct trace_key *key, const char *tpvalue, const char *sig)
+/* tracestate_format - the Tracestate value that carries a signature */
+void tracestate_format(const char *sig, char out[TRACESTATE_TERN_LEN + 1])
+{
+	snprintf(out, TRACESTATE_TERN_LEN + 1, "%s%s", TRACESTATE_TERN, sig);
+}
+
+/* trace_verify - does sig sign tpvalue and msgid under key (constant time) */
+int trace_verify(const struct trace_key *key, const char *tpvalue, const char *msgid,
+		 size_t msgid_len, const char *sig)
 {
 	char want[TRACE_SIG_LEN + 1];
 	int ok;
 
 	if (strlen(sig) != TRACE_SIG_LEN)
 		return 0;
-	trace_sign(key, tpvalue, want);
+	trace_sign(key, tpvalue, msgid, msgid_len, want);
 	ok = sodium_memcmp(want, sig, TRACE_SIG_LEN) == 0;
 	sodium_memzero(want, sizeof(want));
 	return ok;
@@ -144,15 +172,16 @@ static int is_b64url(char c)
 }
 
 /*
- * tracestate_find_sig - the value of the single "tern=" member of a
+ * tracestate_find_sig - the signature in the single "tern=2." member of a
  * tracestate list (several header fields joined with ','). Returns 1 and
  * fills out when there is exactly one well-formed member, 0 when there is
- * none, -1 when the list is malformed or names tern twice.
+ * none or its tern= member is of another version (the unversioned one of
+ * old: unsigned), -1 when the list is malformed or names tern twice.
  */
 int tracestate_find_sig(const char *state, size_t len, char out[TRACE_SIG_LEN + 1])
 {
 	size_t i = 0, members = 0;
-	int found = 0;
+	int found = 0, tern = 0;
 
 	while (i < len) {
 		size_t start, end;
@@ -173,15 +202,19 @@ int tracestate_find_sig(const char *state, size_t len, char out[TRACE_SIG_LEN + 
 			if ((unsigned char)state[j] < 0x20 || (unsigned char)state[j] > 0x7e)
 				return -1;
 		if (end - start >= 5 && memcmp(state + start, "tern=", 5) == 0) {
-			size_t vlen = end - start - 5;
+			const size_t plen = sizeof(TRACESTATE_TERN) - 1;
 
-			if (found || vlen != TRACE_SIG_LEN)
+			if (tern++)
 				return -1;
-			for (size_t j = 0; j < vlen; j++)
-				if (!is_b64url(state[start + 5 + j]))
+			if (end - start < plen || memcmp(state + start, TRACESTATE_TERN, plen) != 0)
+				continue;	/* another version: no signature of ours */
+			if (end - start - plen != TRACE_SIG_LEN)
+				return -1;
+			for (size_t j = 0; j < TRACE_SIG_LEN; j++)
+				if (!is_b64url(state[start + plen + j]))
 					return -1;
-			memcpy(out, state + start + 5, vlen);
-			out[vlen] = '\0';
+			memcpy(out, state + start + plen, TRACE_SIG_LEN);
+			out[TRACE_SIG_LEN] = '\0';
 			found = 1;
 		}
 	}

@@ -4,8 +4,13 @@
  *
  * Parsing is strict and pure: exactly "00-<32 hex>-<16 hex>-<2 hex>", lower
  * case, neither id all zeros. The signature is base64url (no padding) of the
- * 16-byte keyed BLAKE2b of the exact Traceparent value, carried as the
- * "tern=" member of Tracestate. Keys live in sodium_malloc()ed memory.
+ * 16-byte keyed BLAKE2b of the exact Traceparent value, a NUL octet and the
+ * message's Message-ID value with its white space (SP, HT, CR, LF) removed
+ * ("" when the message has none), so that it binds the trace to the
+ * message. It is carried, versioned, as the "tern=2.<signature>" member of
+ * Tracestate; any other tern= value (the unversioned one of tern before
+ * 2, which signed the Traceparent alone) reads as no signature. Keys live
+ * in sodium_malloc()ed memory.
  */
 #ifndef TERN_TRACEPARENT_H
 #define TERN_TRACEPARENT_H
@@ -17,6 +22,8 @@
 #define SPAN_ID_HEX 16
 #define TRACE_KEY_BYTES 32
 #define TRACE_SIG_LEN 22		/* base64url of 16 bytes, unpadded */
+#define TRACESTATE_TERN "tern=2."	/* member name and signature version */
+#define TRACESTATE_TERN_LEN (7 + TRACE_SIG_LEN)
 
 struct traceparent {
 	unsigned char trace_id[16];
@@ -35,9 +42,12 @@ void traceparent_new_span(struct traceparent *tp);
 void trace_id_hex(const struct traceparent *tp, char out[TRACE_ID_HEX + 1]);
 void span_id_hex(const struct traceparent *tp, char out[SPAN_ID_HEX + 1]);
 
-void trace_sign(const struct trace_key *key, const char *tpvalue, char out[TRACE_SIG_LEN + 1]);
+void trace_sign(const struct trace_key *key, const char *tpvalue, const char *msgid,
+		size_t msgid_len, char out[TRACE_SIG_LEN + 1]);
+void tracestate_format(const char *sig, char out[TRACESTATE_TERN_LEN + 1]);
 int tracestate_find_sig(const char *state, size_t len, char out[TRACE_SIG_LEN + 1]);
-int trace_verify(const struct trace_key *key, const char *tpvalue, const char *sig);
+int trace_verify(const struct trace_key *key, const char *tpvalue, const char *msgid,
+		 size_t msgid_len, const char *sig);
 
 struct trace_key *trace_key_load(const char *path, char *err, size_t errlen);
 int trace_key_create(const char *path, char *err, size_t errlen);

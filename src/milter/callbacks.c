@@ -472,10 +472,14 @@ static void decide_trace(struct session *s, struct trace_decision *d)
 	    && traceparent_parse(d->in.traceparent, d->in.traceparent_len, &d->tp) == 0) {
 		memcpy(value, d->in.traceparent, d->in.traceparent_len);
 		value[d->in.traceparent_len] = '\0';
+		/* The signature binds the Message-ID: one that is not there
+		 * signs as "", one of two or too long to keep as nothing. */
 		if (trusted
-		    || (cfg->key && d->in.tracestate
+		    || (cfg->key && d->in.tracestate && d->in.nmessage_id <= 1
+			&& (d->in.nmessage_id == 0 || d->in.message_id)
 			&& tracestate_find_sig(d->in.tracestate, d->in.tracestate_len, sig) == 1
-			&& trace_verify(cfg->key, value, sig))) {
+			&& trace_verify(cfg->key, value, d->in.message_id ? d->in.message_id : "",
+					d->in.message_id_len, sig))) {
 			memcpy(d->parent, d->tp.span_id, sizeof(d->parent));
 			traceparent_new_span(&d->tp);
 			d->origin = "continued";
@@ -489,7 +493,7 @@ static void decide_trace(struct session *s, struct trace_decision *d)
 static int edit_trace_headers(SMFICTX *ctx, struct session *s, const struct trace_decision *d,
 			      const char **failed)
 {
-	char tp[TRACEPARENT_LEN + 1], sig[TRACE_SIG_LEN + 1], state[TRACE_SIG_LEN + 8];
+	char tp[TRACEPARENT_LEN + 1], sig[TRACE_SIG_LEN + 1], state[TRACESTATE_TERN_LEN + 1];
 
 	/* Highest index first, so deleting one does not renumber the rest. */
 	for (int i = d->in.ntraceparent; i >= 1; i--)
@@ -499,8 +503,11 @@ static int edit_trace_headers(SMFICTX *ctx, struct session *s, const struct trac
 		if (smfi_chgheader(ctx, "Tracestate", i, NULL) != MI_SUCCESS)
 			return *failed = "smfi_chgheader(Tracestate) failed", -1;
 	traceparent_format(&d->tp, tp);
-	trace_sign(s->cfg->key, tp, sig);
-	snprintf(state, sizeof(state), "tern=%s", sig);
+	/* over the first Message-ID, the one ternd reads; "" if there is
+	 * none (or it is too long to keep: then nothing verifies it) */
+	trace_sign(s->cfg->key, tp, d->in.message_id ? d->in.message_id : "",
+		   d->in.message_id ? d->in.message_id_len : 0, sig);
+	tracestate_format(sig, state);
 	/* Insert Tracestate first so that Traceparent ends up above it. */
 	if (smfi_insheader(ctx, 0, "Tracestate", state) != MI_SUCCESS
 	    || smfi_insheader(ctx, 0, "Traceparent", tp) != MI_SUCCESS)

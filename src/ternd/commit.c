@@ -144,6 +144,8 @@ static int hist_accept(struct store_txn *txn, const struct job *j)
 	h.nrcpt = (uint32_t)j->nrcpts;
 	memcpy(h.trace_id, j->msg->trace_id, sizeof(h.trace_id));
 	memcpy(h.span_id, j->msg->span_id, sizeof(h.span_id));
+	memcpy(h.link_trace_id, j->msg->link_trace_id, sizeof(h.link_trace_id));
+	memcpy(h.link_span_id, j->msg->link_span_id, sizeof(h.link_span_id));
 	memcpy(h.qid, j->msg->qid, sizeof(h.qid));
 	h.sender = j->msg->sender;
 	h.msgid = (char *)(j->msgid ? j->msgid : "");

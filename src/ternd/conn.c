@@ -283,7 +283,9 @@ struct tls_cache {
 	pthread_mutex_t lock;
 	unsigned char *der;
 	int len;
-	char key[512];			/* peer/host/port/policy, for conn_tls_save_fn */
+	char key[512];			/* peer/host/port/policy/name: the store key */
+	char bind[600];			/* key and the CA file's digest: what a sealed
+					 * session is bound to (associated data) */
 	conn_tls_save_fn save;
 	char *auth_password;		/* sodium_malloc'd, read-only; NULL: none */
 };
@@ -324,7 +326,7 @@ static int tls_new_session(SSL *ssl, SSL_SESSION *sess)
 	der = p = xmalloc((size_t)len);
 	i2d_SSL_SESSION(sess, &p);
 	if (tc->save)
-		tc->save(tc->key, der, len);	/* kept across restarts */
+		tc->save(tc->key, tc->bind, der, len);	/* kept across restarts */
 	pthread_mutex_lock(&tc->lock);
 	free(tc->der);
 	tc->der = der;
@@ -379,6 +381,51 @@ const char *conn_tls_key(SSL_CTX *ctx)
 	struct tls_cache *tc = SSL_CTX_get_ex_data(ctx, tls_cache_index);
 
 	return tc ? tc->key : "";
+}
+
+/* conn_tls_binding - what a kept session is bound to: the key, and the
+ * CA certificates it was verified with */
+const char *conn_tls_binding(SSL_CTX *ctx)
+{
+	struct tls_cache *tc = SSL_CTX_get_ex_data(ctx, tls_cache_index);
+
+	return tc ? tc->bind : "";
+}
+
+/* ca_digest - "ca=" and the BLAKE2b-256 of tls_ca_file's bytes in hex;
+ * "ca=system" for the system store, "ca=-" without verification; -1 with
+ * err if the file cannot be read */
+static int ca_digest(const struct conf_peer *peer, char *out, size_t outlen, char *err,
+		     size_t errlen)
+{
+	unsigned char buf[8192], md[32];
+	char hex[2 * sizeof(md) + 1];
+	crypto_generichash_state h;
+	ssize_t n;
+	int fd;
+
+	if (peer->tls != TLS_VERIFY || !peer->tls_ca_file[0]) {
+		snprintf(out, outlen, "ca=%s", peer->tls == TLS_VERIFY ? "system" : "-");
+		return 0;
+	}
+	if ((fd = open(peer->tls_ca_file, O_RDONLY | O_CLOEXEC)) < 0) {
+		snprintf(err, errlen, "[peer %s] tls_ca_file %s: cannot open: %s", peer->name,
+			 peer->tls_ca_file, strerror(errno));
+		return -1;
+	}
+	crypto_generichash_init(&h, NULL, 0, sizeof(md));
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		crypto_generichash_update(&h, buf, (size_t)n);
+	close(fd);
+	if (n < 0) {
+		snprintf(err, errlen, "[peer %s] tls_ca_file %s: cannot read: %s", peer->name,
+			 peer->tls_ca_file, strerror(errno));
+		return -1;
+	}
+	crypto_generichash_final(&h, md, sizeof(md));
+	sodium_bin2hex(hex, sizeof(hex), md, sizeof(md));
+	snprintf(out, outlen, "ca=%s", hex);
+	return 0;
 }
 
 /* secret_open - open a file that must be kept from group and others */
@@ -493,6 +540,17 @@ SSL_CTX *conn_tls_context(const struct conf_peer *peer, conn_tls_save_fn save, c
 		 conf_tls_name(peer->tls), peer->tls_servername);
 	tc->save = save;
 	SSL_CTX_set_ex_data(ctx, tls_cache_index, tc);	/* freed with ctx */
+	/* The CA file is read here, once per context, as the context loads
+	 * it below: a session verified under other CAs does not resume. */
+	{
+		char ca[80];
+
+		if (ca_digest(peer, ca, sizeof(ca), err, errlen) < 0) {
+			SSL_CTX_free(ctx);
+			return NULL;
+		}
+		snprintf(tc->bind, sizeof(tc->bind), "%s/%s", tc->key, ca);
+	}
 	if (client_cert(ctx, peer, err, errlen) < 0) {
 		SSL_CTX_free(ctx);
 		return NULL;

@@ -28,6 +28,7 @@
 #include "log.h"
 #include "privs.h"
 #include "relay.h"
+#include "session.h"
 #include "stats.h"
 #include "ternd.h"
 #include "xalloc.h"
@@ -191,8 +192,10 @@ int main(int argc, char **argv)
 	if (ternd.conf->nroutes == 0)
 		log_warning("no [routes]: every recipient will be refused with 550 5.4.4");
 
-	/* As root: relay peers' TLS contexts, client keys, AUTH passwords. */
+	/* As root: relay peers' TLS contexts, client keys, AUTH passwords,
+	 * the trace key. */
 	relay_prepare();
+	session_trace_key(ternd.conf);
 	/* As root: who is who, directories, sockets. */
 	if (geteuid() == 0) {
 		if (privs_lookup(g->user, &ternd.uid, &ternd.gid, err, sizeof(err)) < 0)
@@ -294,6 +297,7 @@ int main(int argc, char **argv)
 		conf_free(&retired[i]);
 	free(retired);
 	conf_free(&ternd.conf);
+	session_trace_key_free();
 	log_info("stopped");
 	return 0;
 }

@@ -1656,6 +1656,19 @@ static void *worker(void *arg)
 /* The key that seals TLS sessions in the queue database. */
 static struct trace_key *session_key;
 
+/*
+ * A sealed session: a version octet, a random nonce, then the session
+ * (DER) encrypted with XChaCha20-Poly1305 (AEAD) under key_file, with
+ * the context's binding (peer, host, port, TLS policy, server name and
+ * the CA file's digest, conn_tls_binding) as associated data. A session
+ * moved under another peer's store key, or kept from before a change of
+ * tls_ca_file, does not open and is discarded. Version 1 was
+ * crypto_secretbox with nothing bound: discarded at upgrade.
+ */
+#define SEAL_VERSION 2
+#define SEAL_HEAD (1 + crypto_aead_xchacha20poly1305_ietf_NPUBBYTES)
+#define SEAL_OVER (SEAL_HEAD + crypto_aead_xchacha20poly1305_ietf_ABYTES)
+
 /* A sealed session, as the committer writes it. */
 struct tls_put {
 	const char *key;
@@ -1671,18 +1684,21 @@ static int put_tls(struct store_txn *txn, void *arg)
 	return store_put_tls(txn, tp->key, tp->blob, tp->len);
 }
 
-/* save_session - seal a new TLS session and keep it (conn_tls_save_fn) */
-static void save_session(const char *key, const unsigned char *der, int len)
+/* save_session - seal a new TLS session, bound to bind, and keep it
+ * under key (conn_tls_save_fn) */
+static void save_session(const char *key, const char *bind, const unsigned char *der, int len)
 {
-	struct tls_put tp = {key, NULL, crypto_secretbox_NONCEBYTES + crypto_secretbox_MACBYTES + (size_t)len};
+	struct tls_put tp = {key, NULL, SEAL_OVER + (size_t)len};
 	struct job job;
 
 	if (session_key == NULL)
 		return;
 	tp.blob = xmalloc(tp.len);
-	randombytes_buf(tp.blob, crypto_secretbox_NONCEBYTES);
-	crypto_secretbox_easy(tp.blob + crypto_secretbox_NONCEBYTES, der, (size_t)len, tp.blob,
-			      session_key->bytes);
+	tp.blob[0] = SEAL_VERSION;
+	randombytes_buf(tp.blob + 1, crypto_aead_xchacha20poly1305_ietf_NPUBBYTES);
+	crypto_aead_xchacha20poly1305_ietf_encrypt(tp.blob + SEAL_HEAD, NULL, der, (size_t)len,
+						   (const unsigned char *)bind, strlen(bind), NULL,
+						   tp.blob + 1, session_key->bytes);
 	memset(&job, 0, sizeof(job));
 	job.kind = JOB_WRITE;
 	job.write = put_tls;
@@ -1692,21 +1708,31 @@ static void save_session(const char *key, const unsigned char *der, int len)
 	free(tp.blob);
 }
 
-/* load_session - a kept session for this context, unsealed, offered first */
+/* load_session - a kept session for this context, unsealed, offered
+ * first; one that is not bound to the context is discarded */
 static void load_session(SSL_CTX *ctx)
 {
 	unsigned char blob[70000], der[70000];
-	size_t n = store_get_tls(ternd.store, conn_tls_key(ctx), blob, sizeof(blob));
+	const char *key = conn_tls_key(ctx), *bind = conn_tls_binding(ctx);
+	size_t n = store_get_tls(ternd.store, key, blob, sizeof(blob));
+	unsigned long long dlen;
 
-	if (session_key == NULL || n < crypto_secretbox_NONCEBYTES + crypto_secretbox_MACBYTES)
+	if (session_key == NULL || n == 0)
 		return;
-	if (crypto_secretbox_open_easy(der, blob + crypto_secretbox_NONCEBYTES,
-				       n - crypto_secretbox_NONCEBYTES, blob, session_key->bytes) != 0) {
-		log_warning("a kept TLS session does not open with the key: ignored");
+	if (n < SEAL_OVER || blob[0] != SEAL_VERSION) {
+		log_debug("TLS session kept under %s: of an older format: discarded, a full handshake "
+			  "follows", key);
 		return;
 	}
-	conn_tls_preload(ctx, der, (int)(n - crypto_secretbox_NONCEBYTES - crypto_secretbox_MACBYTES));
-	sodium_memzero(der, n - crypto_secretbox_NONCEBYTES - crypto_secretbox_MACBYTES);
+	if (crypto_aead_xchacha20poly1305_ietf_decrypt(der, &dlen, NULL, blob + SEAL_HEAD,
+						       n - SEAL_HEAD, (const unsigned char *)bind,
+						       strlen(bind), blob + 1, session_key->bytes) != 0) {
+		log_debug("TLS session kept under %s: not sealed for %s (moved, or made under other "
+			  "settings or another key_file): discarded, a full handshake follows", key, bind);
+		return;
+	}
+	conn_tls_preload(ctx, der, (int)dlen);
+	sodium_memzero(der, (size_t)dlen);
 }
 
 /* open_session_key - key_file, created 0600 when absent */

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -526,16 +527,77 @@ static void reply_all(struct session *s, const char *code_text)
 		reply(s, "%.9s <%s> %s", code_text, s->rcpts[i].addr, code_text + 10);
 }
 
-/* trace_of - the message's trace context from its Traceparent, or a new one */
+/* The [global] trace_key_file key, read at start; NULL: none, and then
+ * no incoming trace context is ours. */
+static struct trace_key *trace_key;
+
+/* session_trace_key - read trace_key_file as root, before the privilege
+ * drop, as tern-milter does; an absent file means no key */
+void session_trace_key(const struct conf *conf)
+{
+	const char *path = conf->global.trace_key_file;
+	char err[1024];
+	struct stat st;
+
+	if (path[0] == '\0' || (lstat(path, &st) < 0 && errno == ENOENT)) {
+		log_info("no trace_key_file%s%s: every incoming trace context is recorded as "
+			 "unverified", path[0] ? " at " : "", path);
+		return;
+	}
+	if ((trace_key = trace_key_load(path, err, sizeof(err))) == NULL)
+		log_fatal("trace_key_file %s", err);
+}
+
+/* session_trace_key_free - at exit */
+void session_trace_key_free(void)
+{
+	trace_key_free(&trace_key);
+}
+
+/* trace_verified - does the Traceparent value carry our signature, over
+ * it and the message's first Message-ID ("" when there is none) */
+static int trace_verified(const struct session *s, const char *value)
+{
+	char sig[TRACE_SIG_LEN + 1];
+	const char *ts, *mid = "";
+	size_t tslen, midlen = 0;
+
+	if (trace_key == NULL || !hdr_scan_field(s->peek, s->peek_len, "Tracestate", &ts, &tslen)
+	    || tracestate_find_sig(ts, tslen, sig) != 1)
+		return 0;
+	if (!hdr_scan_field(s->peek, s->peek_len, "Message-ID", &mid, &midlen))
+		mid = "", midlen = 0;
+	return trace_verify(trace_key, value, mid, midlen, sig);
+}
+
+/* trace_of - the message's trace context: its Traceparent when our
+ * signature verifies (the milter's), else a new trace; a Traceparent we
+ * cannot vouch for is kept as a link, never as the parent, so that no
+ * forged hop joins a trace of ours */
 static void trace_of(struct session *s)
 {
-	struct traceparent tp;
+	struct traceparent tp, in;
+	char value[TRACEPARENT_LEN + 1];
 	const char *v;
 	size_t vlen;
+	int have = hdr_scan_field(s->peek, s->peek_len, "Traceparent", &v, &vlen)
+		&& traceparent_parse(v, vlen, &in) == 0;
 
-	if (!hdr_scan_field(s->peek, s->peek_len, "Traceparent", &v, &vlen)
-	    || traceparent_parse(v, vlen, &tp) < 0)
+	memset(s->msg.link_trace_id, 0, sizeof(s->msg.link_trace_id));
+	memset(s->msg.link_span_id, 0, sizeof(s->msg.link_span_id));
+	if (have) {
+		memcpy(value, v, TRACEPARENT_LEN);	/* parsed: exactly this long */
+		value[TRACEPARENT_LEN] = '\0';
+	}
+	if (have && trace_verified(s, value)) {
+		tp = in;
+	} else {
 		traceparent_new(&tp);
+		if (have) {
+			memcpy(s->msg.link_trace_id, in.trace_id, sizeof(in.trace_id));
+			memcpy(s->msg.link_span_id, in.span_id, sizeof(in.span_id));
+		}
+	}
 	memcpy(s->msg.trace_id, tp.trace_id, sizeof(tp.trace_id));
 	memcpy(s->msg.span_id, tp.span_id, sizeof(tp.span_id));
 }
@@ -545,7 +607,8 @@ static void content_end(struct session *s)
 {
 	const char *err = content_error(s);
 	struct job job;
-	char tid[TRACE_ID_HEX + 1], msgid[256] = "", from[TEXTESC_SIZE(SMTP_PATH_MAX)];
+	char tid[TRACE_ID_HEX + 1], link[TRACE_ID_HEX + 1], msgid[256] = "";
+	char from[TEXTESC_SIZE(SMTP_PATH_MAX)];
 	struct traceparent tp;
 	const char *v;
 	size_t vlen;
@@ -599,9 +662,13 @@ static void content_end(struct session *s)
 	}
 	memcpy(tp.trace_id, s->msg.trace_id, sizeof(tp.trace_id));
 	trace_id_hex(&tp, tid);
-	log_info("%s: from=<%s>, size=%llu, nrcpt=%zu, trace=%s (queue active)", s->msg.qid,
+	memcpy(tp.trace_id, s->msg.link_trace_id, sizeof(tp.trace_id));
+	trace_id_hex(&tp, link);
+	log_info("%s: from=<%s>, size=%llu, nrcpt=%zu, trace=%s%s%s (queue active)", s->msg.qid,
 		 textesc(from, sizeof(from), s->msg.sender, TEXTESC_ADDR),
-		 (unsigned long long)s->msg.size, s->nrcpts, tid);
+		 (unsigned long long)s->msg.size, s->nrcpts, tid,
+		 sodium_is_zero(s->msg.link_trace_id, 16) ? "" : ", unverified_trace=",
+		 sodium_is_zero(s->msg.link_trace_id, 16) ? "" : link);
 	metric_add(stats.received, 1, s->lmtp ? "lmtp" : "smtp");
 	metric_add(stats.rcpts_received, s->nrcpts);
 	if (s->lmtp) {

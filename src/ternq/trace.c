@@ -168,6 +168,31 @@ static json_t *secs(uint64_t us)
 
 static const char *const tls_names[] = {"none", "full", "resumed"};
 
+/* has_link - did the acceptance keep an unverified incoming trace */
+static int has_link(const struct hist_rec *h)
+{
+	return !sodium_is_zero(h->link_trace_id, sizeof(h->link_trace_id));
+}
+
+/* links - an acceptance's unverified incoming trace, as OpenTelemetry
+ * links are: another trace, never a parent of ours */
+static json_t *links(const struct hist_rec *h)
+{
+	json_t *arr = json_array(), *l;
+	char tid[33], span[17];
+
+	if (!has_link(h))
+		return arr;
+	hex(h->link_trace_id, 16, tid);
+	hex(h->link_span_id, 8, span);
+	l = json_object();
+	json_object_set_new(l, "trace_id", json_string(tid));
+	json_object_set_new(l, "span_id", json_string(span));
+	json_object_set_new(l, "verified", json_false());
+	json_array_append_new(arr, l);
+	return arr;
+}
+
 /* final_states - each recipient's last outcome ("queued" before any) */
 static json_t *final_states(const struct found *f, const char *qid, int json)
 {
@@ -230,12 +255,20 @@ static void print_text(const struct found *f)
 				     strcmp(parent, "0000000000000000") ? ", parent=" : "",
 				     strcmp(parent, "0000000000000000") ? parent : "");
 		} else if (e->h.kind == HIST_ACCEPT) {
+			char link[33 + 1 + 16 + 1] = "";
+
 			hex(e->h.trace_id, 16, tid);
 			hex(e->h.span_id, 8, span);
+			if (has_link(&e->h)) {
+				hex(e->h.link_trace_id, 16, link);
+				link[32] = '-';
+				hex(e->h.link_span_id, 8, link + 33);
+			}
 			textesc_line(stdout, "%s accepted  %s: from=<%s>, size=%llu, nrcpt=%u, client=%s, "
-				     "message-id=%s, trace=%s, span=%s", when, e->h.qid, e->h.sender,
+				     "message-id=%s, trace=%s, span=%s%s%s%s", when, e->h.qid, e->h.sender,
 				     (unsigned long long)e->h.size, e->h.nrcpt, e->h.client,
-				     e->h.msgid[0] ? e->h.msgid : "-", tid, span);
+				     e->h.msgid[0] ? e->h.msgid : "-", tid, span, link[0] ? ", link=" : "",
+				     link, link[0] ? " (unverified, not ours)" : "");
 		} else {
 			const uint64_t *d = e->h.delays_us;
 
@@ -296,6 +329,7 @@ static json_t *to_json(const struct found *f, const char *what)
 			json_object_set_new(x, "message_id", jstr(e->h.msgid));
 			json_object_set_new(x, "trace_id", json_string(tid));
 			json_object_set_new(x, "span_id", json_string(span));
+			json_object_set_new(x, "links", links(&e->h));
 			for (size_t k = 0; k < f->n; k++) {
 				const struct hist_rec *h = &f->ev[k].h;
 				json_t *a, *d;

@@ -50,10 +50,10 @@ pf_conf "$pf" "smtpd_milters = inet:127.0.0.1:$milter_port" \
 	"milter_default_action = tempfail" "milter_protocol = 6"
 tap_check "postfix starts" pf_start "$pf"
 
-# sign - tern= signature of a traceparent value, computed by openssl
+# sign TRACEPARENT MESSAGE-ID - the tern=2. signature, computed by openssl
 sign() {
-	printf '%s' "$1" | openssl mac -binary -macopt "hexkey:$key" -macopt size:16 BLAKE2BMAC \
-		| basenc --base64url | tr -d '='
+	printf '%s\0%s' "$1" "$2" | openssl mac -binary -macopt "hexkey:$key" -macopt size:16 \
+		BLAKE2BMAC | basenc --base64url | tr -d '='
 }
 
 # swaks_send NAME [swaks args...] - submit over SMTP; output in $top/NAME.swaks
@@ -78,10 +78,11 @@ header_values() {
 forged_tp=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
 signed_tp=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01
 tap_check "forged trace accepted by SMTP" swaks_send forged \
-	--add-header "Traceparent: $forged_tp" --add-header "Tracestate: tern=AAAAAAAAAAAAAAAAAAAAAA" \
+	--add-header "Traceparent: $forged_tp" --add-header "Tracestate: tern=2.AAAAAAAAAAAAAAAAAAAAAA" \
 	--add-header "Tern-Inspect: date=fail"
-tap_check "signed trace accepted by SMTP" swaks_send signed \
-	--add-header "Traceparent: $signed_tp" --add-header "Tracestate: tern=$(sign "$signed_tp")"
+tap_check "signed trace accepted by SMTP" swaks_send signed --header "Message-Id: <signed.1@example.org>" \
+	--add-header "Traceparent: $signed_tp" \
+	--add-header "Tracestate: tern=2.$(sign "$signed_tp" "<signed.1@example.org>")"
 received=()
 for i in $(seq 11); do
 	received+=(--add-header "Received: from hop$i.example by hop$((i + 1)).example; Mon, 30 Nov 2026 10:00:00 +0000")
@@ -99,7 +100,7 @@ tap_is "three messages delivered, the loop refused" "$(ls "$top/sink" | wc -l)" 
 
 # check_trace NAME [WANT_TRACE_ID] - one signed trace context, continuing WANT if given
 check_trace() {
-	local name=$1 want=${2:-} file tp ts tid qid
+	local name=$1 want=${2:-} file tp ts tid qid mid
 	file=$(delivered "$name")
 	if [ -z "$file" ]; then
 		tap_fail "$name: delivered" "sink: $(ls "$top/sink")" "$(pf_log "$pf" | tail -20)"
@@ -108,7 +109,8 @@ check_trace() {
 	tp=$(header_values "$file" Traceparent)
 	ts=$(header_values "$file" Tracestate)
 	tap_like "$name: exactly one well-formed Traceparent" "$tp" '^00-[0-9a-f]{32}-[0-9a-f]{16}-01$'
-	tap_is "$name: Tracestate signs it" "$ts" "tern=$(sign "$tp")"
+	mid=$(sed -n '/^$/q; p' "$file" | grep -i -m1 '^message-id:' | sed 's/^[^:]*: *//')
+	tap_is "$name: Tracestate signs it with the Message-ID (${mid:-none})" "$ts" "tern=2.$(sign "$tp" "$mid")"
 	tap_is "$name: Traceparent, Tracestate head the message (after Received:)" \
 		"$(sed -n '/^$/q; p' "$file" | grep -v '^X-\|^Received:\|^[[:space:]]' | head -2 | cut -d: -f1 | tr '\n' ' ')" \
 		"Traceparent Tracestate "

@@ -44,10 +44,13 @@ tap_is "ternq cat: the stored bytes are what was sent, after our Received:" \
 tap_like "ternq cat: Received: names the client, QID and recipient" \
 	"$(head -4 "$top/exact.out" | tr -d '\r' | tr '\n' ' ')" \
 	"^Received: from [^ ]+ \(\[127\.0\.0\.1\]\) 	by ternd\.test \(tern\) with ESMTP id $qid 	for <b@example\.com>; 	[A-Z][a-z]{2}, [0-9]{2} [A-Z][a-z]{2} 20[0-9]{2} "
-tap_is "ternq show: the trace id comes from Traceparent" \
-	"$(ternq_ show "$qid" | sed -n 's/^trace_id: //p')" 4bf92f3577b34da6a3ce929d0e0e4736
-tap_check "log: from=, size=, nrcpt=, trace= at acceptance" \
-	grep -q "$qid: from=<a@example.org>, size=$(wc -c <"$top/exact.out"), nrcpt=1, trace=4bf92f3577b34da6a3ce929d0e0e4736 (queue active)" "$TERND_LOG"
+# an unsigned Traceparent is not ours: a trace of its own, the foreign one a link
+tid=$(ternq_ show "$qid" | sed -n 's/^trace_id: //p')
+tap_like "ternq show: an unsigned Traceparent gives no trace id, a new one is drawn" \
+	"$tid" '^[0-9a-f]{32}$'
+tap_check "log: from=, size=, nrcpt=, trace=, the unverified trace at acceptance" \
+	grep -q "$qid: from=<a@example.org>, size=$(wc -c <"$top/exact.out"), nrcpt=1, trace=$tid, unverified_trace=4bf92f3577b34da6a3ce929d0e0e4736 (queue active)" "$TERND_LOG"
+tap_is "the new trace id is not the foreign one" "$tid" "${tid/4bf92f3577b34da6a3ce929d0e0e4736/}"
 
 # --- BDAT, pipelined ----------------------------------------------------------
 printf '%s\n' '<<' '> EHLO chunky\r\nMAIL FROM:<a@example.org> BODY=8BITMIME\r\nRCPT TO:<b@example.com>\r\nBDAT 12\r\nSubject: b\r\nBDAT 8 LAST\r\n\r\nbody\r\n' \

@@ -141,12 +141,8 @@ sink rated "${sink_port[rated]}" "$top/rated"
 # stunnel4 in front of a sink: implicit TLS (tls_wrapper), as on port 465
 sink wrapped "${sink_port[wrapped]}" "$top/wrapped"
 smtps_port=$(free_port)
-printf '%s\n' "foreground = yes" "pid =" "[smtps]" "accept = 127.0.0.1:$smtps_port" \
-	"connect = 127.0.0.1:${sink_port[wrapped]}" "cert = $pki/server.pem" "key = $pki/server.key" \
-	>"$top/stunnel.conf"
-stunnel4 "$top/stunnel.conf" >"$top/stunnel.log" 2>&1 &
-tap_bg_register $!
-tap_check "stunnel4 listens for implicit TLS" wait_for_port "$smtps_port"
+smtps "$smtps_port" "${sink_port[wrapped]}" "$pki"
+tap_is "stunnel4 listens for implicit TLS" "$?" 0
 # -t 3: the sink drops a connection silent for 3 s; only NOOPs keep it
 sink warm "${sink_port[warm]}" "$top/warm" -t 3
 

@@ -11,6 +11,12 @@
 #     counts exactly the deliveries, deferrals and bounces of the run
 #   - otlp_spans_file: one OTLP/JSON line per attempt, in the message's
 #     trace, parented on the span ternd read from Traceparent
+#   - with the milter out of the way (SMTP straight to ternd): a forged
+#     Traceparent on our trace id, and a validly signed pair copied from
+#     another message (the signature binds the Message-ID), are recorded
+#     under a new trace id with the foreign one as an unverified link, and
+#     ternq trace of our trace shows no hop of theirs; a pair signed for
+#     its own Message-ID is continued
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib/tap.sh"
@@ -260,6 +266,55 @@ for line in open(path):
 print(sorted(mine))
 PYEOF
 )" "[('later@example.com', 'deferred', '', 2), ('later@example.com', 'sent', '$later_sink', 1), ('ok@example.com', 'sent', '$ok_sink', 1)]"
+
+# --- forged trace context, straight to ternd (no milter on the way) ----------------
+# mac - the keyed BLAKE2b-128 of stdin, base64url, computed by openssl;
+# sign TRACEPARENT MESSAGE-ID - the tern=2. signature
+mac() {
+	openssl mac -binary -macopt "hexkey:$(cat "$top/trace.key")" -macopt size:16 BLAKE2BMAC \
+		| basenc --base64url | tr -d '='
+}
+sign() {
+	printf '%s\0%s' "$1" "$2" | mac
+}
+ours_tp="00-$tid-$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["milter"][0]["span_id"])' "$top/trace.json")-01"
+own_tp=00-5bf92f3577b34da6a3ce929d0e0e4736-10f067aa0ba902b7-01
+# name MESSAGE-ID TRACEPARENT TRACESTATE
+forge() {
+	swaks --server 127.0.0.1 --port "$TERND_PORT" --from f@example.org --to ok@example.com \
+		--header "Subject: $1" --header "Message-Id: $2" --header "Traceparent: $3" \
+		--header "Tracestate: $4" >"$top/$1.swaks" 2>&1
+}
+removed=$(nlog ": removed$")
+forge forged "<forged.1@example.org>" "$ours_tp" "tern=2.AAAAAAAAAAAAAAAAAAAAAA"
+forge copied "<copied.1@example.org>" "$ours_tp" "tern=2.$(sign "$ours_tp" "<traced.1@example.org>")"
+# tern before 2 signed the Traceparent alone, unversioned
+forge oldsig "<oldsig.1@example.org>" "$ours_tp" "tern=$(printf '%s' "$ours_tp" | mac)"
+forge signed "<signed.1@example.org>" "$own_tp" "tern=2.$(sign "$own_tp" "<signed.1@example.org>")"
+for m in forged copied oldsig signed; do
+	tap_check "ternd accepts the $m message over SMTP" grep -q '^<-  250 2.0.0 Ok: queued as' "$top/$m.swaks"
+done
+tap_check "ternd delivers the four" wait_until 30 _atleast $((removed + 4)) ": removed$"
+tap_is "ternd logs the three unverified traces as such, with new trace ids" \
+	"$(grep -E 'from=<f@example\.org>, .*trace=' "$TERND_LOG" | grep -c "trace=[0-9a-f]\{32\}, unverified_trace=$tid (queue active)")" 3
+for m in forged copied oldsig; do
+	ternq_ trace "$m.1@example.org" >"$top/$m.txt" 2>&1
+	tap_like "$m: recorded under a new trace, ours only as an unverified link" \
+		"$(grep ' accepted ' "$top/$m.txt")" \
+		" accepted  [0-9A-Z]{13}: from=<f@example\\.org>, size=[0-9]+, nrcpt=1, client=\\[127\\.0\\.0\\.1\\], message-id=<$m\\.1@example\\.org>, trace=[0-9a-f]{32}, span=[0-9a-f]{16}, link=$tid-${ours_tp:36:16} \\(unverified, not ours\\)\$"
+	tap_is "$m: its trace is not ours" "$(grep -c " trace=$tid" "$top/$m.txt")" 0
+done
+ternq_ trace "forged.1@example.org" --json >"$top/forged.json"
+tap_is "--json: the link, unverified" \
+	"$(python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["messages"][0]; print(m["trace_id"] != sys.argv[2], m["links"])' "$top/forged.json" "$tid")" \
+	"True [{'trace_id': '$tid', 'span_id': '${ours_tp:36:16}', 'verified': False}]"
+ternq_ trace "$tid" >"$top/by-trace-after.txt" 2>&1
+tap_is "trace by our trace id: the same path as before, no forged hop" \
+	"$(cat "$top/by-trace-after.txt")" "$(cat "$top/by-trace.txt")"
+ternq_ trace "signed.1@example.org" >"$top/signed.txt" 2>&1
+tap_like "a pair signed for its own Message-ID is continued, without a link" \
+	"$(grep ' accepted ' "$top/signed.txt")" \
+	" message-id=<signed\\.1@example\\.org>, trace=${own_tp:3:32}, span=${own_tp:36:16}\$"
 
 ternd_stop
 tap_is "ternd stops cleanly" "$?" 0

@@ -4,6 +4,7 @@
 #     . tests/lib/tap.sh; . tests/lib/ternd.sh; . tests/lib/relay.sh
 #     top=$(tap_tmpdir)          # sinks write $top/NAME.out, swaks $top/NAME.swaks
 #     sink NAME PORT DIR [smtp-sink options]; send NAME FROM TO [swaks options]
+#     smtps PORT TARGET PKI      # stunnel4, implicit TLS, in front of a sink
 #
 # Uses $top, ternd.sh's TERND_PORT and TERND_LOG, and $pf (a postfix.sh
 # instance) for pf_count. Brings in pki.sh (pki_make, the test PKI).
@@ -22,6 +23,19 @@ sink() {
 	sink_port[$name]=$port
 	tap_bg_register "$!"
 	wait_for_port "$port"
+}
+
+# smtps PORT TARGET PKI - stunnel4 (call it in the test's shell, not in
+# $(...), so that it is stopped at exit) on PORT in front of 127.0.0.1:TARGET:
+# implicit TLS (tls_wrapper, as on port 465) with PKI's smarthost.test
+# certificate; its configuration and log are $top/stunnel.*
+smtps() {
+	printf '%s\n' "foreground = yes" "pid =" "[smtps]" "accept = 127.0.0.1:$1" \
+		"connect = 127.0.0.1:$2" "cert = $3/server.pem" "key = $3/server.key" \
+		>"$top/stunnel.conf"
+	stunnel4 "$top/stunnel.conf" >"$top/stunnel.log" 2>&1 &
+	tap_bg_register $!
+	wait_for_port "$1"
 }
 
 # sink_stop NAME - stop a sink (and the connections it holds)

@@ -1,5 +1,7 @@
 -- lib.lua - shared steps for the tern-milter miltertest scripts.
--- Globals sock, valid_tp, valid_ts and libdir come from run-miltertest.sh.
+-- Globals sock, valid_tp, valid_mid, valid_ts (tern=2., the signature of
+-- valid_tp with Message-ID valid_mid), old_ts (the unversioned signature of
+-- tern before 2, of valid_tp alone) and libdir come from run-miltertest.sh.
 
 TP_PATTERN = "^00%-(" .. string.rep("%x", 32) .. ")%-(" .. string.rep("%x", 16) .. ")%-01$"
 
@@ -22,7 +24,8 @@ function open(ip, host)
 end
 
 -- send - one message; returns the milter's reply to the last step reached.
--- m.headers is a list of {name, value}; m.auth sets {auth_authen}.
+-- m.headers is a list of {name, value}; m.auth sets {auth_authen}. Sets
+-- sent_msgid to the first Message-ID sent, or "".
 function send(conn, m)
 	local macros = {"i", m.qid or "4XyZ1QID"}
 	if m.auth then
@@ -43,8 +46,12 @@ function send(conn, m)
 		{"Date", "Mon, 30 Nov 2026 10:00:00 +0000"},
 		{"Subject", "test"},
 	}
+	sent_msgid = ""
 	for _, h in ipairs(headers) do
 		expect(mt.header(conn, h[1], h[2]) == nil, "header " .. h[1] .. " failed")
+		if string.lower(h[1]) == "message-id" and sent_msgid == "" then
+			sent_msgid = h[2]	-- the first one: what ternd reads
+		end
 	end
 	-- EOH and body are skipped (SMFIP_NOEOH, SMFIP_NOBODY): not sent
 	local err = mt.eom(conn)
@@ -67,6 +74,7 @@ end
 
 -- new_trace - the Traceparent/Tracestate the milter inserted; checks their
 -- form and position, and asks run-miltertest.sh to verify the signature
+-- over them and the first Message-ID that send() sent (none: "")
 function new_trace(conn)
 	local tp = mt.getheader(conn, "Traceparent", 0)
 	local ts = mt.getheader(conn, "Tracestate", 0)
@@ -75,10 +83,10 @@ function new_trace(conn)
 	local tid, sid = string.match(tp, TP_PATTERN)
 	expect(tid ~= nil, "malformed Traceparent: " .. tp)
 	expect(tid ~= string.rep("0", 32) and sid ~= string.rep("0", 16), "zero id: " .. tp)
-	expect(string.match(ts, "^tern=[%w_-]+$") and #ts == 27, "malformed Tracestate: " .. ts)
+	expect(string.match(ts, "^tern=2%.[%w_-]+$") and #ts == 29, "malformed Tracestate: " .. ts)
 	expect(mt.eom_check(conn, MT_HDRINSERT, "Traceparent", tp, 0), "Traceparent not at index 0")
 	expect(mt.eom_check(conn, MT_HDRINSERT, "Tracestate", ts, 0), "Tracestate not at index 0")
-	mt.echo("SIGCHECK " .. tp .. " " .. ts)
+	mt.echo("SIGCHECK " .. tp .. " " .. ts .. " " .. sent_msgid)
 	return tid, sid
 end
 

@@ -5,9 +5,9 @@
 # makes a key and a configuration (the script's "-- conf: name = value"
 # lines go into [milter]), starts the built tern-milter on a free loopback
 # port, runs miltertest, then checks:
-#   - every "SIGCHECK <traceparent> <tracestate>" line the script printed:
-#     the signature is recomputed with openssl (BLAKE2BMAC), independently
-#     of tern's own code;
+#   - every "SIGCHECK <traceparent> <tracestate> [<message-id>]" line the
+#     script printed: the signature is recomputed with openssl (BLAKE2BMAC),
+#     independently of tern's own code;
 #   - every "-- log: REGEX" line of the script matches the milter's log.
 # Exit status: 0 pass, 1 fail, 99 hard error (automake's convention).
 set -u
@@ -29,13 +29,20 @@ key=$(cat "$dir/trace.key")
 	sed -n 's/^-- conf: //p' "$script"
 } >"$dir/tern.conf"
 
-# sign - the tern= signature of a traceparent value, computed by openssl
+# sign - the tern=2. signature of a traceparent value and a Message-ID
+# (none: ""), computed by openssl; sign_old - the unversioned one of tern
+# before 2, over the traceparent alone
 sign() {
+	printf '%s\0%s' "$1" "${2-}" | openssl mac -binary -macopt "hexkey:$key" -macopt size:16 \
+		BLAKE2BMAC | basenc --base64url | tr -d '='
+}
+sign_old() {
 	printf '%s' "$1" | openssl mac -binary -macopt "hexkey:$key" -macopt size:16 BLAKE2BMAC \
 		| basenc --base64url | tr -d '='
 }
 
 valid_tp=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01
+valid_mid='<valid.1@client.example>'
 "$milter" -f -v -c "$dir/tern.conf" >"$dir/milter.log" 2>&1 &
 pid=$!
 tap_bg_register $pid
@@ -44,11 +51,12 @@ if ! wait_for_port "$port" 10; then
 fi
 
 rc=0
-miltertest -D "sock=inet:$port@127.0.0.1" -D "valid_tp=$valid_tp" \
-	-D "valid_ts=tern=$(sign "$valid_tp")" -D "libdir=$here" -s "$script" >"$dir/out" 2>&1 || rc=1
+miltertest -D "sock=inet:$port@127.0.0.1" -D "valid_tp=$valid_tp" -D "valid_mid=$valid_mid" \
+	-D "valid_ts=tern=2.$(sign "$valid_tp" "$valid_mid")" \
+	-D "old_ts=tern=$(sign_old "$valid_tp")" -D "libdir=$here" -s "$script" >"$dir/out" 2>&1 || rc=1
 cat "$dir/out"
-while read -r _ tp ts; do
-	want="tern=$(sign "$tp")"
+while read -r _ tp ts mid; do
+	want="tern=2.$(sign "$tp" "$mid")"
 	if [ "$ts" != "$want" ]; then
 		echo "FAIL: Tracestate '$ts' for '$tp' should be '$want'"
 		rc=1

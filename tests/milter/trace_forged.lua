@@ -4,15 +4,16 @@
 dofile(libdir .. "/lib.lua")
 local incoming = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 local cases = {
-	{{"Traceparent", incoming}, {"Tracestate", "tern=AAAAAAAAAAAAAAAAAAAAAA"}},
+	{{"Traceparent", incoming}, {"Tracestate", "tern=2.AAAAAAAAAAAAAAAAAAAAAA"}},
 	{{"Traceparent", incoming}},
-	{{"Traceparent", valid_tp}, {"Tracestate", "tern=AAAAAAAAAAAAAAAAAAAAAA"}},
+	{{"Traceparent", valid_tp}, {"Tracestate", "tern=2.AAAAAAAAAAAAAAAAAAAAAA"}},
 	-- a valid signature, but for another traceparent
 	{{"Traceparent", incoming}, {"Tracestate", valid_ts}},
 	-- valid pair, twice: two Traceparent fields are never continued
-	{{"Traceparent", valid_tp}, {"Tracestate", valid_ts}, {"Traceparent", valid_tp}},
+	{{"Message-ID", valid_mid}, {"Traceparent", valid_tp}, {"Tracestate", valid_ts}, {"Traceparent", valid_tp}},
 	-- valid pair plus a second tern= member
-	{{"Traceparent", valid_tp}, {"Tracestate", valid_ts}, {"Tracestate", "tern=BBBBBBBBBBBBBBBBBBBBBB"}},
+	{{"Message-ID", valid_mid}, {"Traceparent", valid_tp}, {"Tracestate", valid_ts},
+	 {"Tracestate", "tern=2.BBBBBBBBBBBBBBBBBBBBBB"}},
 }
 for i, extra in ipairs(cases) do
 	local conn = open("192.0.2.7")

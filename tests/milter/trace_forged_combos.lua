@@ -7,11 +7,11 @@
 -- log: COMBO5: trace=[0-9a-f]{32} origin=replaced client=client.example\[192.0.2.20\]
 dofile(libdir .. "/lib.lua")
 local other = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-local wrong = "tern=AAAAAAAAAAAAAAAAAAAAAA"
+local wrong = "tern=2.AAAAAAAAAAAAAAAAAAAAAA"
 local cases = {
 	-- two of each, each pair valid
-	{tp = true, ts = true, h = {{"Traceparent", valid_tp}, {"Tracestate", valid_ts},
-				   {"Traceparent", valid_tp}, {"Tracestate", valid_ts}}},
+	{tp = true, ts = true, h = {{"Message-ID", valid_mid}, {"Traceparent", valid_tp},
+				   {"Tracestate", valid_ts}, {"Traceparent", valid_tp}, {"Tracestate", valid_ts}}},
 	-- two of each, wrong signatures, two trace ids
 	{tp = true, ts = true, h = {{"Traceparent", other}, {"Tracestate", wrong},
 				   {"Traceparent", valid_tp}, {"Tracestate", wrong}}},

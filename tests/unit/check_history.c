@@ -87,6 +87,8 @@ static void hist_eq(const struct hist_rec *a, const struct hist_rec *b)
 	ck_assert_mem_eq(a->delays_us, b->delays_us, sizeof(a->delays_us));
 	ck_assert_mem_eq(a->trace_id, b->trace_id, sizeof(a->trace_id));
 	ck_assert_mem_eq(a->span_id, b->span_id, sizeof(a->span_id));
+	ck_assert_mem_eq(a->link_trace_id, b->link_trace_id, sizeof(a->link_trace_id));
+	ck_assert_mem_eq(a->link_span_id, b->link_span_id, sizeof(a->link_span_id));
 	ck_assert_str_eq(a->qid, b->qid);
 	ck_assert_str_eq(a->sender, b->sender);
 	ck_assert_str_eq(a->msgid, b->msgid);
@@ -107,6 +109,8 @@ START_TEST(test_hist_codec)
 
 	in[0] = accept_rec(QA, T0, 0xab, "<m1@example.org>", "a@x\nb@y");
 	in[1] = attempt_rec(QA, T0 + 5, 1, "b@y", HIST_EXPIRED);
+	memset(in[0].link_trace_id, 0x4b, sizeof(in[0].link_trace_id));
+	memset(in[0].link_span_id, 0x0b, sizeof(in[0].link_span_id));
 	for (int i = 0; i < 2; i++) {
 		n = hist_rec_encode(&in[i], buf, sizeof(buf));
 		ck_assert_uint_gt(n, 0);
@@ -122,6 +126,14 @@ START_TEST(test_hist_codec)
 		buf[2] = HIST_EXPIRED + 1;			/* no such state */
 		ck_assert_int_eq(hist_rec_decode(buf, n, &out), -1);
 		ck_assert_ptr_null(out.reply);
+		buf[2] = in[i].state;
+		ck_assert_uint_eq(buf[0], 2);			/* version 2: the link at the end */
+		buf[0] = 1;					/* version 1 reads, without it */
+		ck_assert_int_eq(hist_rec_decode(buf, n - 24, &out), 0);
+		ck_assert_uint_eq(out.link_trace_id[0] | out.link_span_id[7], 0);
+		ck_assert_str_eq(out.peer_qid, in[i].peer_qid);
+		hist_rec_clear(&out);
+		ck_assert_int_eq(hist_rec_decode(buf, n, &out), -1);
 	}
 }
 END_TEST

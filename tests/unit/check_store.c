@@ -76,6 +76,10 @@ static void msg_init(struct q_msg *m, const char *qid, uint64_t seed)
 		m->trace_id[i] = (unsigned char)(0x10 + i);
 	for (int i = 0; i < 8; i++)
 		m->span_id[i] = (unsigned char)(0xf0 + i);
+	for (int i = 0; i < 16; i++)
+		m->link_trace_id[i] = (unsigned char)(0x30 + i);
+	for (int i = 0; i < 8; i++)
+		m->link_span_id[i] = (unsigned char)(0xe0 + i);
 	m->sender = "s\xc3\xa9nder+\xff\x80@ex\xc3\xa4mple.org";
 	m->envid = "";
 	m->helo = "helo.example.org";
@@ -98,6 +102,8 @@ static void msg_eq(const struct q_msg *a, const struct q_msg *b)
 	ck_assert_mem_eq(a->digest, b->digest, Q_DIGEST_BYTES);
 	ck_assert_mem_eq(a->trace_id, b->trace_id, 16);
 	ck_assert_mem_eq(a->span_id, b->span_id, 8);
+	ck_assert_mem_eq(a->link_trace_id, b->link_trace_id, 16);
+	ck_assert_mem_eq(a->link_span_id, b->link_span_id, 8);
 	ck_assert_str_eq(a->sender, b->sender);
 	ck_assert_str_eq(a->envid, b->envid);
 	ck_assert_str_eq(a->helo, b->helo);
@@ -1626,10 +1632,10 @@ START_TEST(test_codec_msg_roundtrip)
 	unsigned char again[STORE_RECORD_MAX];
 	size_t n = msg_encoded(&m);
 
-	/* 1 + 13 + 8 + 8 + 4 + 1 + 1 + 4 + 4 + 8 + 8 + 32 + 16 + 8, 4 strings */
+	/* 1 + 13 + 8 + 8 + 4 + 1 + 1 + 4 + 4 + 8 + 8 + 32 + 16 + 8, 4 strings, 16 + 8 */
 	ck_assert_uint_eq(n, 116 + 8 + strlen(m.sender) + strlen(m.envid) + strlen(m.helo)
-			  + strlen(m.client));
-	ck_assert_uint_eq(rec[0], 1);		/* version */
+			  + strlen(m.client) + 24);
+	ck_assert_uint_eq(rec[0], 2);		/* version */
 	ck_assert_int_eq(memcmp(rec + 1, QA, QID_LEN), 0);
 	ck_assert_uint_eq(rec[14], (1700000000123456ULL + 5) & 0xff);	/* little-endian */
 	ck_assert_int_eq(q_msg_decode(rec, n, &got), 0);
@@ -1641,10 +1647,19 @@ START_TEST(test_codec_msg_roundtrip)
 	/* all strings empty */
 	m.sender = m.envid = m.helo = m.client = "";
 	n = q_msg_encode(&m, rec, sizeof(rec));
-	ck_assert_uint_eq(n, 124);
+	ck_assert_uint_eq(n, 124 + 24);
 	ck_assert_int_eq(q_msg_decode(rec, n, &got), 0);
 	msg_eq(&got, &m);
 	q_msg_clear(&got);
+
+	/* a version 1 record (before the trace link) still reads, with no link */
+	rec[0] = 1;
+	ck_assert_int_eq(q_msg_decode(rec, n - 24, &got), 0);
+	memset(m.link_trace_id, 0, sizeof(m.link_trace_id));
+	memset(m.link_span_id, 0, sizeof(m.link_span_id));
+	msg_eq(&got, &m);
+	q_msg_clear(&got);
+	ck_assert_int_eq(q_msg_decode(rec, n, &got), -1);	/* and is no longer */
 }
 END_TEST
 
@@ -1687,12 +1702,13 @@ END_TEST
 START_TEST(test_codec_version)
 {
 	static const unsigned char versions[] = {0, 2, 0x81, 0xff};
+	static const unsigned char msg_versions[] = {0, 3, 0x81, 0xff};
 	struct q_msg m;
 	size_t n;
 
 	for (size_t i = 0; i < N_ELEMENTS(versions); i++) {
 		n = msg_encoded(&m);
-		rec[0] = versions[i];
+		rec[0] = msg_versions[i];
 		msg_rejects(rec, n);
 		n = rcpt_encoded();
 		rec[0] = versions[i];

@@ -68,23 +68,61 @@ START_TEST(test_roundtrip)
 }
 END_TEST
 
-/* The signature is fixed: base64url(BLAKE2b-128(key, value)). This vector
- * was computed independently (Python hashlib.blake2b, digest_size=16). */
-START_TEST(test_sign_vector)
+/* The signature is fixed: base64url(BLAKE2b-128(key, value NUL msgid)),
+ * the Message-ID without its white space. The vectors were computed
+ * independently (Python hashlib.blake2b, digest_size=16, and openssl's
+ * BLAKE2BMAC). */
+static const struct {
+	const char *value, *msgid;	/* signed over */
+	const char *sig;
+	const char *check_msgid;	/* verified against */
+	int ok;
+} sign_cases[] = {
+	{GOOD, "", "IvquqCH-4D4lAy5GPLQWAQ", "", 1},
+	{GOOD, "<a@example.org>", "7WE8NXvia6XbBIUxllaRSA", "<a@example.org>", 1},
+	{GOOD, "<b@example.org>", "YocK6PHTSiJ8pf3VU7ZQXQ", "<b@example.org>", 1},
+	/* folding and surrounding white space do not count */
+	{GOOD, " <a@example.org>\r\n\t", "7WE8NXvia6XbBIUxllaRSA", "<a@\r\n example.org>", 1},
+	/* the same Traceparent and signature on another message */
+	{GOOD, "<a@example.org>", "7WE8NXvia6XbBIUxllaRSA", "<b@example.org>", 0},
+	{GOOD, "<a@example.org>", "7WE8NXvia6XbBIUxllaRSA", "", 0},
+	{GOOD, "", "IvquqCH-4D4lAy5GPLQWAQ", "<a@example.org>", 0},
+	/* tern before 2 signed the Traceparent alone: that verifies nothing */
+	{GOOD, NULL, "g0dGFnKg4gN0Uxb_o06atw", "", 0},
+};
+
+START_TEST(test_sign)
 {
 	struct trace_key key;
 	char sig[TRACE_SIG_LEN + 1];
+	const char *cm = sign_cases[_i].check_msgid;
 
 	for (int i = 0; i < TRACE_KEY_BYTES; i++)
 		key.bytes[i] = (unsigned char)i;
-	trace_sign(&key, GOOD, sig);
-	ck_assert_str_eq(sig, "g0dGFnKg4gN0Uxb_o06atw");
-	ck_assert_int_eq(trace_verify(&key, GOOD, sig), 1);
+	if (sign_cases[_i].msgid) {
+		trace_sign(&key, sign_cases[_i].value, sign_cases[_i].msgid,
+			   strlen(sign_cases[_i].msgid), sig);
+		ck_assert_str_eq(sig, sign_cases[_i].sig);
+	}
+	ck_assert_int_eq(trace_verify(&key, sign_cases[_i].value, cm, strlen(cm), sign_cases[_i].sig),
+			 sign_cases[_i].ok);
+	snprintf(sig, sizeof(sig), "%s", sign_cases[_i].sig);
 	sig[0] = sig[0] == 'A' ? 'B' : 'A';
-	ck_assert_int_eq(trace_verify(&key, GOOD, sig), 0);
-	ck_assert_int_eq(trace_verify(&key, GOOD, "short"), 0);
+	ck_assert_int_eq(trace_verify(&key, sign_cases[_i].value, cm, strlen(cm), sig), 0);
+	ck_assert_int_eq(trace_verify(&key, sign_cases[_i].value, cm, strlen(cm), "short"), 0);
 	key.bytes[0] ^= 1;
-	ck_assert_int_eq(trace_verify(&key, GOOD, "g0dGFnKg4gN0Uxb_o06atw"), 0);
+	ck_assert_int_eq(trace_verify(&key, sign_cases[_i].value, cm, strlen(cm), sign_cases[_i].sig), 0);
+}
+END_TEST
+
+START_TEST(test_tracestate_format)
+{
+	char state[TRACESTATE_TERN_LEN + 1], sig[TRACE_SIG_LEN + 1];
+
+	tracestate_format("7WE8NXvia6XbBIUxllaRSA", state);
+	ck_assert_str_eq(state, "tern=2.7WE8NXvia6XbBIUxllaRSA");
+	ck_assert_int_eq(tracestate_find_sig(state, strlen(state), sig), 1);
+	ck_assert_str_eq(sig, "7WE8NXvia6XbBIUxllaRSA");
 }
 END_TEST
 
@@ -93,15 +131,24 @@ static const struct {
 	int rc;
 	const char *sig;
 } state_cases[] = {
-	{"tern=AAAAAAAAAAAAAAAAAAAAAA", 1, "AAAAAAAAAAAAAAAAAAAAAA"},
-	{"vendor=x, tern=abcdefghijklmnopqrstu_ ,other=y", 1, "abcdefghijklmnopqrstu_"},
+	{"tern=2.AAAAAAAAAAAAAAAAAAAAAA", 1, "AAAAAAAAAAAAAAAAAAAAAA"},
+	{"vendor=x, tern=2.abcdefghijklmnopqrstu_ ,other=y", 1, "abcdefghijklmnopqrstu_"},
 	{"vendor=x", 0, NULL},
 	{"", 0, NULL},
-	{"tern=AAAAAAAAAAAAAAAAAAAAAA,tern=AAAAAAAAAAAAAAAAAAAAAA", -1, NULL},
-	{"tern=AAAAAAAAAAAAAAAAAAAAA", -1, NULL},
-	{"tern=AAAAAAAAAAAAAAAAAAAAAA=", -1, NULL},
-	{"tern=AAAAAAAAAAA+AAAAAAAAAA", -1, NULL},
-	{"tern=AAAAAAAAAAAAAAAAAAAAAA\001", -1, NULL},
+	/* the unversioned signature of tern before 2, and unknown versions:
+	 * read as unsigned, never as a signature */
+	{"tern=AAAAAAAAAAAAAAAAAAAAAA", 0, NULL},
+	{"vendor=x,tern=g0dGFnKg4gN0Uxb_o06atw", 0, NULL},
+	{"tern=3.AAAAAAAAAAAAAAAAAAAAAA", 0, NULL},
+	{"tern=2", 0, NULL},
+	{"tern=", 0, NULL},
+	{"tern=2.AAAAAAAAAAAAAAAAAAAAAA,tern=2.AAAAAAAAAAAAAAAAAAAAAA", -1, NULL},
+	{"tern=AAAAAAAAAAAAAAAAAAAAAA,tern=2.AAAAAAAAAAAAAAAAAAAAAA", -1, NULL},
+	{"tern=2.AAAAAAAAAAAAAAAAAAAAA", -1, NULL},
+	{"tern=2.AAAAAAAAAAAAAAAAAAAAAA=", -1, NULL},
+	{"tern=2.AAAAAAAAAAA+AAAAAAAAAA", -1, NULL},
+	{"tern=2.AAAAAAAAAAAAAAAAAAAAAA\001", -1, NULL},
+	{"tern=2.", -1, NULL},
 };
 
 START_TEST(test_tracestate)
@@ -152,7 +199,8 @@ int main(void)
 		return 99;
 	tcase_add_loop_test(tc, test_parse, 0, N_ELEMENTS(parse_cases));
 	tcase_add_test(tc, test_roundtrip);
-	tcase_add_test(tc, test_sign_vector);
+	tcase_add_loop_test(tc, test_sign, 0, N_ELEMENTS(sign_cases));
+	tcase_add_test(tc, test_tracestate_format);
 	tcase_add_loop_test(tc, test_tracestate, 0, N_ELEMENTS(state_cases));
 	tcase_add_test(tc, test_key_file);
 	suite_add_tcase(s, tc);
