@@ -146,13 +146,28 @@ json_t *jstr(const char *s)
 	return j;
 }
 
-/* msg_json - the JSON object of one message (members only ever grow) */
-static json_t *msg_json(const struct q_msg *m, const struct q_rcpt *r, size_t n)
+/* queue_name - postqueue -j's queue for a message: hold, deferred (a
+ * recipient has been tried), else active (ternd has no incoming or
+ * maildrop queue: a message is in the queue once it got its 250) */
+static const char *queue_name(const struct q_msg *m, const struct q_rcpt *r, size_t n)
+{
+	static const char *const names[] = {"active", "deferred", "hold"};
+
+	return names[queue_state(m, r, n)];
+}
+
+/* msg_json - the JSON object of one message (members only ever grow):
+ * every member postqueue -j documents, with its meaning, and tern's own;
+ * listing (postqueue -j's view): recipients are those still to be
+ * delivered, and delay_reason is present only when there is one */
+static json_t *msg_json(const struct q_msg *m, const struct q_rcpt *r, size_t n, int listing)
 {
 	char tid[TRACE_ID_HEX + 1], spool[64];
 	json_t *o = json_object(), *rs = json_array();
 
 	trace_hex(m, tid);
+	json_object_set_new(o, "queue_name", jstr(queue_name(m, r, n)));
+	json_object_set_new(o, "forced_expire", json_false());
 	json_object_set_new(o, "queue_id", jstr(m->qid));
 	json_object_set_new(o, "arrival_time", json_integer((json_int_t)(m->arrival_us / 1000000)));
 	json_object_set_new(o, "message_size", json_integer((json_int_t)m->size));
@@ -168,14 +183,18 @@ static json_t *msg_json(const struct q_msg *m, const struct q_rcpt *r, size_t n)
 		snprintf(spool, sizeof(spool), "seg/%016llx", (unsigned long long)m->seg_id);
 	json_object_set_new(o, "spool_file", jstr(spool));
 	for (size_t i = 0; i < n; i++) {
-		json_t *x = json_object();
+		json_t *x;
 
+		if (listing && r[i].state != RCPT_QUEUED && r[i].state != RCPT_DEFERRED)
+			continue;
+		x = json_object();
 		json_object_set_new(x, "address", jstr(r[i].addr));
 		json_object_set_new(x, "state", jstr(rcpt_state_name(r[i].state)));
 		json_object_set_new(x, "peer", jstr(r[i].peer));
 		json_object_set_new(x, "attempts", json_integer(r[i].attempts));
 		json_object_set_new(x, "next_attempt", json_integer((json_int_t)(r[i].next_us / 1000000)));
-		json_object_set_new(x, "delay_reason", jstr(r[i].reply));
+		if (!listing || r[i].reply[0])
+			json_object_set_new(x, "delay_reason", jstr(r[i].reply));
 		json_array_append_new(rs, x);
 	}
 	json_object_set_new(o, "recipients", rs);
@@ -240,7 +259,7 @@ static int list_one(const struct q_msg *m, const struct q_rcpt *r, size_t n, voi
 	q->total_msgs++;
 	q->total_bytes += m->size;
 	if (q->json) {
-		print_json(msg_json(m, r, n));
+		print_json(msg_json(m, r, n, 1));
 		return 0;
 	}
 	localtime_r(&t, &tm);
@@ -298,7 +317,7 @@ static int cmd_show(struct ternq *q, const char *qid)
 		return rc == 1 ? EXIT_NOTFOUND : EXIT_USAGE;
 	}
 	if (q->json) {
-		print_json(msg_json(&m, r, n));
+		print_json(msg_json(&m, r, n, 0));
 	} else {
 		trace_hex(&m, tid);
 		/* one value a line, each line escaped (a newline in a value too) */
