@@ -1,8 +1,8 @@
 #!/bin/bash
 # demo.sh - the whole tern pipeline on loopback, in a scratch directory.
 #
-#     sudo contrib/demo.sh [start]     install, build, bring it all up, send mail
-#     sudo contrib/demo.sh stop        stop everything the demo started
+#     contrib/demo.sh [start]     (as root) install, build, bring it all up, send mail
+#     contrib/demo.sh stop        (as root) stop everything the demo started
 #
 # "start" installs the Debian packages, builds tern in build/, and starts,
 # below DEMO_DIR (default /var/tmp/tern-demo):
@@ -69,7 +69,7 @@ start_daemon() {
 	echo $! >"$D/$name.pid"
 }
 
-[ "$(id -u)" -eq 0 ] || die "run as root: sudo $0 ${1:-start}"
+[ "$(id -u)" -eq 0 ] || die "run as root (or with sudo): $0 ${1:-start}"
 case ${1:-start} in
 stop)
 	demo_stop
@@ -204,4 +204,4 @@ echo "tern-milter: http://127.0.0.1:$METRICS_MILTER/metrics"
 curl -s "http://127.0.0.1:$METRICS_TERND/metrics" | grep -E '^tern_(deliveries_total|tls_handshakes_total)' || true
 
 say "the demo runs on; its files, logs and maillogs are in $D"
-echo "stop it with: sudo $0 stop"
+echo "stop it with: $0 stop"
