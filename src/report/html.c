@@ -167,13 +167,12 @@ static void svg_open(FILE *out, const char *title)
 		"<title>%s</title>\n", CHART_W, CHART_H, title);
 }
 
-/* scale_x - the chart's window */
+/* scale_x - the chart's x range: the series' whole slots, so that the
+ * slot the window ends in (now, usually) is a whole bar, not a sliver */
 static void scale_x(const struct report *r, struct scale *sc)
 {
-	sc->from = (double)(r->from_us / 1000000);
-	sc->to = (double)((r->to_us + 999999) / 1000000);
-	if (sc->to <= sc->from)
-		sc->to = sc->from + 1;
+	sc->from = (double)r->slot0;
+	sc->to = (double)(r->slot0 + r->slot_step * (r->nslots ? r->nslots : 1));
 }
 
 /* slot_name - a step of the series in words: "minute", "15 minutes", "hour" */
