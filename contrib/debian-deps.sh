@@ -11,7 +11,7 @@ packages="
 	libmicrohttpd-dev curl prometheus
 	pflogsumm
 	sasl2-bin libsasl2-modules
-	libxml2-utils strace
+	libxml2-utils strace chromium
 "
 missing=$(dpkg-query -W -f='${Package} ${Status}\n' $packages 2>/dev/null \
 	| awk '$NF != "installed" { print $1 }'; \

@@ -30,6 +30,7 @@
 #define JIDX_MAX 200
 #define JREC_MAX 4096
 #define JPRUNE_MAX 1000
+#define JREAD_BATCH 512
 
 struct journal_db {
 	MDB_env *env;
@@ -93,6 +94,16 @@ static void jkey(unsigned char key[JKEY_LEN], uint64_t t, uint32_t seq)
 		key[i] = (unsigned char)(seq & 0xff);
 }
 
+/* jkey_time - the time of a jrnl key */
+static uint64_t jkey_time(const unsigned char *kb)
+{
+	uint64_t t = 0;
+
+	for (int i = 0; i < 8; i++)
+		t = t << 8 | kb[i];
+	return t;
+}
+
 /* jidx_op - add or delete one index entry; an empty value has none */
 static int jidx_op(MDB_txn *txn, const struct journal_db *db, int add, char kind, const void *v,
 		   size_t vlen, const unsigned char key[JKEY_LEN])
@@ -134,13 +145,10 @@ static int prune(MDB_txn *txn, const struct journal_db *db, uint64_t before)
 		const unsigned char *kb = k.mv_data;
 		unsigned char key[JKEY_LEN];
 		struct journal_rec r;
-		uint64_t t = 0;
 
 		if (k.mv_size != JKEY_LEN)
 			break;
-		for (int i = 0; i < 8; i++)
-			t = t << 8 | kb[i];
-		if (t >= before)
+		if (jkey_time(kb) >= before)
 			break;
 		memcpy(key, kb, JKEY_LEN);
 		if (journal_rec_decode(v.mv_data, v.mv_size, &r) == 0) {
@@ -228,4 +236,59 @@ int journal_db_find(struct journal_db *db, char kind, const void *key, size_t kl
 	}
 	free(recs);
 	return (int)n;
+}
+
+/* journal_db_foreach_range - the records of a time range, oldest first:
+ * a batch per read transaction, which ends before fn sees the batch, so a
+ * slow consumer pins no pages and memory stays one batch */
+int journal_db_foreach_range(struct journal_db *db, uint64_t from_us, uint64_t to_us,
+			     journal_fn fn, void *arg)
+{
+	struct journal_rec *recs = xcalloc(JREAD_BATCH, sizeof(*recs));
+	unsigned char after[JKEY_LEN];
+	int stop = 0, more = 1, started = 0;
+
+	jkey(after, from_us, 0);
+	while (more && !stop) {
+		MDB_val k = {JKEY_LEN, after}, v;
+		MDB_cursor *cur;
+		MDB_txn *txn;
+		size_t got = 0;
+		int rc;
+
+		if (mdb_txn_begin(db->env, NULL, MDB_RDONLY, &txn) != 0) {
+			free(recs);
+			return -1;
+		}
+		if (mdb_cursor_open(txn, db->jrnl, &cur) != 0) {
+			mdb_txn_abort(txn);
+			free(recs);
+			return -1;
+		}
+		rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+		if (rc == 0 && started && k.mv_size == JKEY_LEN && memcmp(k.mv_data, after, JKEY_LEN) == 0)
+			rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+		for (; rc == 0 && got < JREAD_BATCH; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+			if (k.mv_size != JKEY_LEN)
+				continue;
+			if (jkey_time(k.mv_data) >= to_us) {
+				rc = MDB_NOTFOUND;
+				break;
+			}
+			memcpy(after, k.mv_data, JKEY_LEN);
+			started = 1;
+			if (journal_rec_decode(v.mv_data, v.mv_size, &recs[got]) == 0)
+				got++;
+		}
+		more = rc == 0;
+		mdb_cursor_close(cur);
+		mdb_txn_abort(txn);
+		for (size_t i = 0; i < got; i++) {
+			if (!stop)
+				stop = fn(&recs[i], arg);
+			journal_rec_clear(&recs[i]);
+		}
+	}
+	free(recs);
+	return stop;
 }

@@ -374,6 +374,7 @@ struct verdict {
 	const char *name;		/* accept, reject, tempfail, tag */
 	char reason[3 * WHY_MAX];
 	unsigned tags;			/* bit per check with action tag that failed */
+	unsigned decided;		/* bit per check behind the verdict (journaled) */
 };
 
 /* add_reason - append "check: why" to the verdict's reason */
@@ -397,6 +398,7 @@ static void inspect(SMFICTX *ctx, struct session *s, struct verdict *v)
 	v->name = "accept";
 	v->reason[0] = '\0';
 	v->tags = 0;
+	v->decided = 0;
 	for (enum check_id id = 0; id < CHECK_COUNT; id++) {
 		enum conf_action action = check_action(conf, id);
 		int failed;
@@ -432,6 +434,7 @@ static void inspect(SMFICTX *ctx, struct session *s, struct verdict *v)
 		const struct check_reply *r = &check_replies[deny];
 
 		v->reason[0] = '\0';
+		v->decided = 1u << deny;
 		add_reason(v, deny, deny_why);
 		if (deny_action == ACTION_REJECT) {
 			smfi_setreply(ctx, (char *)r->rcode, (char *)r->xcode, deny_why);
@@ -444,7 +447,21 @@ static void inspect(SMFICTX *ctx, struct session *s, struct verdict *v)
 		}
 	} else if (v->tags) {
 		v->name = "tag";
+		v->decided = v->tags;
 	}
+}
+
+/* journal_verdict - the verdict as journaled: its name, then ":check" for
+ * each check behind it ("reject:loop", "tag:date:from"), which tern-report
+ * counts by check */
+static const char *journal_verdict(const struct verdict *v, char *buf, size_t cap)
+{
+	size_t n = (size_t)snprintf(buf, cap, "%s", v->name);
+
+	for (enum check_id id = 0; id < CHECK_COUNT && n < cap; id++)
+		if (v->decided & (1u << id))
+			n += (size_t)snprintf(buf + n, cap - n, ":%s", check_name(id));
+	return buf;
 }
 
 /* Trace context decision for one message. */
@@ -543,7 +560,7 @@ static sfsistat tm_eom(SMFICTX *ctx)
 	struct session *s = session_of(ctx);
 	struct trace_decision d;
 	struct verdict v;
-	char qid[QID_MAX + 1], tid[TRACE_ID_HEX + 1], from[TEXTESC_SIZE(SENDER_MAX)];
+	char qid[QID_MAX + 1], tid[TRACE_ID_HEX + 1], from[TEXTESC_SIZE(SENDER_MAX)], jv[128];
 	const char *failed = NULL;
 	int tracing;
 	struct timespec start;
@@ -603,7 +620,7 @@ static sfsistat tm_eom(SMFICTX *ctx)
 	metric_add(m_messages, 1, v.name);
 	metric_add(m_traces, tracing, d.origin);
 	metric_observe(m_callback, elapsed(&start));
-	journal(s, tracing ? &d : NULL, qid, v.name);
+	journal(s, tracing ? &d : NULL, qid, journal_verdict(&v, jv, sizeof(jv)));
 	msg_reset(s);
 	return v.reply;
 }

@@ -1,6 +1,7 @@
 /*
  * csv - one table of the report as CSV (RFC 4180, CRLF line ends), with a
- * header row: totals, hourly, peers, domains, reasons or queue. Times are
+ * header row: totals, hourly, peers, domains, reasons, queue, senders,
+ * sizes or milter. Times are
  * UTC in ISO 8601, delays in milliseconds, ratios between 0 and 1.
  */
 #include "config.h"
@@ -96,6 +97,38 @@ int report_csv(const struct report *r, FILE *out, const char *table, size_t top)
 				fprintf(out, ",%lu", r->queue.rows[i].count[b]);
 			fputs("\r\n", out);
 		}
+	} else if (strcmp(table, "senders") == 0) {
+		fprintf(out, "sender,messages,recipients,bytes,error\r\n");
+		for (size_t i = 0; i < r->nsenders && i < top; i++) {
+			const struct rpt_sender *x = &r->senders[i];
+
+			csv_field(out, x->name);
+			fprintf(out, ",%llu,%llu,%llu,%llu\r\n", U(x->total), U(x->recipients), U(x->bytes),
+				U(x->error));
+		}
+	} else if (strcmp(table, "sizes") == 0) {
+		fprintf(out, "size,max_octets,messages,bytes\r\n");
+		for (size_t b = 0; b < RPT_SIZE_NBUCKETS; b++) {
+			char label[32];
+
+			fprintf(out, "%s,", rpt_size_label(b, label, sizeof(label)));
+			if (b < RPT_SIZE_NBOUNDS)
+				fprintf(out, "%llu", U(rpt_size_bounds[b]));
+			fprintf(out, ",%llu,%llu\r\n", U(r->sizes.count[b]), U(r->sizes.bytes[b]));
+		}
+	} else if (strcmp(table, "milter") == 0) {
+		static const char *const v[] = {"accept", "tag", "reject", "tempfail", "other"};
+		const uint64_t n[] = {r->milter.accepted, r->milter.tagged, r->milter.rejected,
+			r->milter.tempfailed, r->milter.other};
+
+		/* the verdicts' totals (check empty), then each verdict by check;
+		 * nothing but the header without a milter journal */
+		fprintf(out, "verdict,check,messages\r\n");
+		for (size_t i = 0; r->have_milter && i < 5; i++)
+			fprintf(out, "%s,,%llu\r\n", v[i], U(n[i]));
+		for (size_t i = 0; i < r->nchecks; i++)
+			fprintf(out, "%s,%s,%llu\r\n", r->checks[i].verdict, r->checks[i].check,
+				U(r->checks[i].count));
 	} else {
 		return -1;
 	}

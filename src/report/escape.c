@@ -144,3 +144,47 @@ const char *rpt_percent(uint64_t a, uint64_t b, char *buf, size_t cap)
 		snprintf(buf, cap, "%.0f%%", 100.0 * (double)a / (double)b);
 	return buf;
 }
+
+/* bytes_short - a size bound for people: "512", "4K", "10M" (binary units) */
+static void bytes_short(uint64_t v, char *buf, size_t cap)
+{
+	if (v >= 1048576 && v % 1048576 == 0)
+		snprintf(buf, cap, "%lluM", (unsigned long long)(v / 1048576));
+	else if (v >= 1024 && v % 1024 == 0)
+		snprintf(buf, cap, "%lluK", (unsigned long long)(v / 1024));
+	else
+		snprintf(buf, cap, "%llu", (unsigned long long)v);
+}
+
+/* rpt_size_label - a size bucket as a range: "0-1K", "1K-4K", ..., "64M+" */
+const char *rpt_size_label(size_t b, char *buf, size_t cap)
+{
+	char lo[24] = "0", hi[24];
+
+	if (b > 0)
+		bytes_short(rpt_size_bounds[b - 1], lo, sizeof(lo));
+	if (b >= RPT_SIZE_NBOUNDS) {
+		snprintf(buf, cap, "%s+", lo);
+		return buf;
+	}
+	bytes_short(rpt_size_bounds[b], hi, sizeof(hi));
+	snprintf(buf, cap, "%s-%s", lo, hi);
+	return buf;
+}
+
+/* rpt_hosts - the nodes' names, comma-separated, "and N more" past the
+ * list, "unnamed" when no node gave its name */
+const char *rpt_hosts(const struct report *r, char *buf, size_t cap)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < r->nhosts && n < cap; i++)
+		n += (size_t)snprintf(buf + n, cap - n, "%s%s", i ? ", " : "", r->hosts[i]);
+	if (r->hosts_more && n < cap)
+		snprintf(buf + n, cap - n, r->nhosts ? " and %llu more" : "%llu unnamed",
+			 (unsigned long long)r->hosts_more);
+	else if (r->nhosts == 0)
+		snprintf(buf, cap, "unnamed");
+	return buf;
+}

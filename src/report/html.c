@@ -1,7 +1,9 @@
 /*
  * html - the report as one self-contained HTML file: inline SVG charts
- * (hourly volume stacked by outcome, delivery delay percentiles per hour)
- * and tables. No scripts, no style sheets or fonts or images from
+ * (volume stacked by outcome, delivery delay percentiles, over the
+ * report's series: per minute for an hour, per quarter hour for a day)
+ * and tables. The charts fill the page's width (viewBox, width 100%),
+ * with round ticks on both axes and margins that hold their labels. No scripts, no style sheets or fonts or images from
  * elsewhere; styles are inline attributes, which mail clients keep. The
  * markup is also well-formed XML, so both HTML and XML tools read it.
  */
@@ -13,149 +15,274 @@
 #include "report.h"
 
 #define U(v) ((unsigned long long)(v))
-#define CHART_W 760
-#define CHART_H 260
-#define PLOT_X 60			/* left margin: the y labels */
-#define PLOT_Y 30			/* top margin: the legend */
-#define PLOT_W (CHART_W - PLOT_X - 20)
-#define PLOT_H (CHART_H - PLOT_Y - 30)
+/* The charts' coordinates (the SVG's viewBox): the chart scales to the
+ * page's width, text with it; the margins hold the axis labels. */
+#define CHART_W 960
+#define CHART_H 320
+#define PLOT_X 76			/* left: the y tick labels and the axis title */
+#define PLOT_Y 40			/* top: the legend */
+#define PLOT_W (CHART_W - PLOT_X - 28)
+#define PLOT_H (CHART_H - PLOT_Y - 54)	/* bottom: the x tick labels and the axis title */
+#define FONT 13				/* tick labels, legend */
+#define CHAR_W (0.62 * FONT)		/* a character's width, at most, for layout */
+#define XTICKS_MAX 8
 
 static const char *const TD = "style=\"padding:2px 8px;text-align:right;border-bottom:1px solid #ddd\"";
 static const char *const TDL = "style=\"padding:2px 8px;text-align:left;border-bottom:1px solid #ddd\"";
 static const char *const TH = "style=\"padding:2px 8px;text-align:right;background:#eee\"";
 static const char *const TABLE = "style=\"border-collapse:collapse;font-size:13px;margin-bottom:16px\"";
 
-/* nice_max - a round axis maximum at or above v */
-static double nice_max(double v)
-{
-	double step = 1;
+/* x tick steps, seconds */
+static const uint64_t xsteps[] = {60, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200,
+	86400, 172800, 604800, 1209600, 2592000, 7776000};
 
-	if (v <= 0)
-		return 1;
-	while (step * 10 <= v)
-		step *= 10;
-	while (step > v)
-		step /= 10;
-	for (int m = 1; m <= 10; m++)
-		if (step * m >= v)
-			return step * m;
-	return step * 10;
+/* The scales of one chart: the window on x, 0..ymax on y. */
+struct scale {
+	double from, to;		/* seconds */
+	double ymax, ystep;
+};
+
+/* xpos - the x coordinate of a time, clamped to the plot */
+static double xpos(const struct scale *sc, double t)
+{
+	if (t < sc->from)
+		t = sc->from;
+	if (t > sc->to)
+		t = sc->to;
+	return PLOT_X + (double)PLOT_W * (t - sc->from) / (sc->to - sc->from);
 }
 
-/* axes - the frame, the y scale (0 and max with unit) and the hour labels */
-static void axes(const struct report *r, FILE *out, double ymax, const char *unit)
+/* ypos - the y coordinate of a value */
+static double ypos(const struct scale *sc, double v)
 {
-	size_t every = r->nhours > 8 ? (r->nhours + 7) / 8 : 1;
+	return PLOT_Y + PLOT_H - (double)PLOT_H * v / sc->ymax;
+}
 
-	fprintf(out, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#444\"/>\n", PLOT_X,
-		PLOT_Y + PLOT_H, PLOT_X + PLOT_W, PLOT_Y + PLOT_H);
+/* yscale - round y ticks: a step of 1, 2 or 5 times a power of ten that
+ * gives 3 to 6 ticks over max; at least 1 when integer is set */
+static void yscale(struct scale *sc, double max, int integer)
+{
+	double raw = max > 0 ? max / 5 : 1, step = 1;
+
+	while (step * 10 <= raw)
+		step *= 10;
+	while (step > raw)
+		step /= 10;
+	if (step * 2 >= raw)
+		step *= 2;
+	else if (step * 5 >= raw)
+		step *= 5;
+	else
+		step *= 10;
+	if (integer && step < 1)
+		step = 1;
+	sc->ystep = step;
+	sc->ymax = step * (max > 0 ? (double)(long long)((max + step * 0.999) / step) : 5);
+	if (sc->ymax < max)
+		sc->ymax += step;
+}
+
+/* text_at - one label; anchored so that its estimated width stays inside
+ * the chart */
+static void text_at(FILE *out, double x, double y, const char *anchor, const char *s)
+{
+	double w = CHAR_W * (double)strlen(s);
+
+	if (strcmp(anchor, "middle") == 0 && x + w / 2 > CHART_W - 2)
+		anchor = "end", x = CHART_W - 2;
+	else if (strcmp(anchor, "middle") == 0 && x - w / 2 < 2)
+		anchor = "start", x = 2;
+	fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"%d\" text-anchor=\"%s\">", x, y, FONT,
+		anchor);
+	html_text(out, s);
+	fputs("</text>\n", out);
+}
+
+/* num_label - a tick value: integers without a point */
+static const char *num_label(double v, double step, char *buf, size_t cap)
+{
+	snprintf(buf, cap, step >= 1 ? "%.0f" : step >= 0.1 ? "%.1f" : "%.2f", v);
+	return buf;
+}
+
+/* axes - the frame, y ticks with grid lines, x ticks at round UTC times,
+ * and both axis titles */
+static void axes(FILE *out, const struct scale *sc, const char *ytitle)
+{
+	double span = sc->to - sc->from;
+	uint64_t step = xsteps[sizeof(xsteps) / sizeof(xsteps[0]) - 1];
+	char buf[32];
+
+	for (size_t i = 0; i < sizeof(xsteps) / sizeof(xsteps[0]); i++)
+		if (span / (double)xsteps[i] <= XTICKS_MAX) {
+			step = xsteps[i];
+			break;
+		}
+	for (double v = 0; v <= sc->ymax + sc->ystep / 2; v += sc->ystep) {
+		double y = ypos(sc, v);
+
+		fprintf(out, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"%s\"/>\n", PLOT_X - 5,
+			y, PLOT_X + PLOT_W, y, v == 0 ? "#444" : "#e0e0e0");
+		text_at(out, PLOT_X - 8, y + FONT * 0.35, "end", num_label(v, sc->ystep, buf, sizeof(buf)));
+	}
 	fprintf(out, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#444\"/>\n", PLOT_X,
 		PLOT_Y, PLOT_X, PLOT_Y + PLOT_H);
-	fprintf(out, "<text x=\"%d\" y=\"%d\" font-size=\"11\" text-anchor=\"end\">%g%s</text>\n",
-		PLOT_X - 4, PLOT_Y + 4, ymax, unit);
-	fprintf(out, "<text x=\"%d\" y=\"%d\" font-size=\"11\" text-anchor=\"end\">0</text>\n",
-		PLOT_X - 4, PLOT_Y + PLOT_H);
-	for (size_t i = 0; i < r->nhours; i += every) {
+	for (uint64_t t = ((uint64_t)sc->from + step - 1) / step * step; (double)t <= sc->to; t += step) {
+		double x = xpos(sc, (double)t);
 		char when[32];
 
-		rpt_utc(r->hour0 + 3600 * i, when, sizeof(when));
-		fprintf(out, "<text x=\"%.1f\" y=\"%d\" font-size=\"10\">%s</text>\n",
-			PLOT_X + (double)PLOT_W * (double)i / (double)r->nhours, PLOT_Y + PLOT_H + 14,
-			r->nhours > 24 ? when + 5 : when + 11);
+		rpt_utc(t, when, sizeof(when));	/* YYYY-MM-DD HH:MM */
+		fprintf(out, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#444\"/>\n", x,
+			PLOT_Y + PLOT_H, x, PLOT_Y + PLOT_H + 5);
+		if (step >= 86400)
+			when[10] = '\0';	/* the date */
+		text_at(out, x, PLOT_Y + PLOT_H + 6 + FONT, "middle",
+			step >= 86400 ? when + 5 : span > 86400 ? when + 5 : when + 11);
 	}
+	text_at(out, PLOT_X + PLOT_W / 2.0, CHART_H - 8, "middle", "time (UTC)");
+	fprintf(out, "<text x=\"0\" y=\"0\" font-size=\"%d\" text-anchor=\"middle\" "
+		"transform=\"translate(%d,%.1f) rotate(-90)\">", FONT, FONT + 2, PLOT_Y + PLOT_H / 2.0);
+	html_text(out, ytitle);
+	fputs("</text>\n", out);
 }
 
 /* legend - colored keys along the top */
 static void legend(FILE *out, const char *const *names, const char *const *colors, size_t n)
 {
+	double x = PLOT_X;
+
 	for (size_t i = 0; i < n; i++) {
-		fprintf(out, "<rect x=\"%zu\" y=\"8\" width=\"10\" height=\"10\" fill=\"%s\"/>",
-			PLOT_X + 100 * i, colors[i]);
-		fprintf(out, "<text x=\"%zu\" y=\"17\" font-size=\"11\">%s</text>\n",
-			PLOT_X + 100 * i + 14, names[i]);
+		fprintf(out, "<rect x=\"%.1f\" y=\"12\" width=\"12\" height=\"12\" fill=\"%s\"/>", x, colors[i]);
+		fprintf(out, "<text x=\"%.1f\" y=\"22\" font-size=\"%d\">%s</text>\n", x + 17, FONT, names[i]);
+		x += 17 + 0.55 * FONT * (double)strlen(names[i]) + 18;
 	}
 }
 
-/* svg_open - an SVG element with its title */
+/* svg_open - an SVG element that fills its container's width, with its title */
 static void svg_open(FILE *out, const char *title)
 {
-	fprintf(out, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-		"viewBox=\"0 0 %d %d\" role=\"img\" style=\"font-family:sans-serif\">"
-		"<title>%s</title>\n", CHART_W, CHART_H, CHART_W, CHART_H, title);
+	fprintf(out, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"100%%\" viewBox=\"0 0 %d %d\" "
+		"preserveAspectRatio=\"xMidYMid meet\" role=\"img\" "
+		"style=\"display:block;width:100%%;height:auto;font-family:sans-serif\">"
+		"<title>%s</title>\n", CHART_W, CHART_H, title);
 }
 
-/* volume_chart - hourly recipients stacked by outcome */
+/* scale_x - the chart's x range: the series' whole slots, so that the
+ * slot the window ends in (now, usually) is a whole bar, not a sliver */
+static void scale_x(const struct report *r, struct scale *sc)
+{
+	sc->from = (double)r->slot0;
+	sc->to = (double)(r->slot0 + r->slot_step * (r->nslots ? r->nslots : 1));
+}
+
+/* slot_name - a step of the series in words: "minute", "15 minutes", "hour" */
+static void slot_name(uint64_t step, char *buf, size_t cap)
+{
+	if (step == 60)
+		snprintf(buf, cap, "minute");
+	else if (step == 3600)
+		snprintf(buf, cap, "hour");
+	else if (step == 86400)
+		snprintf(buf, cap, "day");
+	else
+		snprintf(buf, cap, "%llu minutes", U(step / 60));
+}
+
+/* volume_chart - recipients per slot of the series, stacked by outcome */
 static void volume_chart(const struct report *r, FILE *out)
 {
 	static const char *const names[] = {"sent", "deferred", "bounced", "expired"};
 	static const char *const colors[] = {"#2e7d32", "#f9a825", "#c62828", "#757575"};
-	double ymax = 0, bw = (double)PLOT_W / (double)(r->nhours ? r->nhours : 1);
+	struct scale sc;
+	double ymax = 0;
+	char title[64], per[32];
 
-	for (size_t i = 0; i < r->nhours; i++) {
-		const struct rpt_counts *c = &r->hours[i].c;
+	for (size_t i = 0; i < r->nslots; i++) {
+		const struct rpt_counts *c = &r->slots[i].c;
 		double sum = (double)(c->sent + c->deferred + c->bounced + c->expired);
 
 		if (sum > ymax)
 			ymax = sum;
 	}
-	ymax = nice_max(ymax);
-	svg_open(out, "Deliveries per hour by outcome");
+	scale_x(r, &sc);
+	yscale(&sc, ymax, 1);
+	slot_name(r->slot_step, per, sizeof(per));
+	snprintf(title, sizeof(title), "Recipients per %s by outcome", per);
+	svg_open(out, title);
 	legend(out, names, colors, 4);
-	for (size_t i = 0; i < r->nhours; i++) {
-		const struct rpt_counts *c = &r->hours[i].c;
+	snprintf(title, sizeof(title), "recipients per %s", per);
+	axes(out, &sc, title);
+	for (size_t i = 0; i < r->nslots; i++) {
+		const struct rpt_counts *c = &r->slots[i].c;
 		const uint64_t v[] = {c->sent, c->deferred, c->bounced, c->expired};
-		double y = PLOT_Y + PLOT_H;
+		double t0 = (double)(r->slot0 + r->slot_step * i), x0 = xpos(&sc, t0);
+		double x1 = xpos(&sc, t0 + (double)r->slot_step), w = x1 - x0, y = ypos(&sc, 0);
 
 		for (size_t s = 0; s < 4; s++) {
-			double h = (double)PLOT_H * (double)v[s] / ymax;
+			double h = (double)PLOT_H * (double)v[s] / sc.ymax;
 
-			if (v[s] == 0)
+			if (v[s] == 0 || w <= 0)
 				continue;
 			y -= h;
-			fprintf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
-				"fill=\"%s\"><title>%llu %s</title></rect>\n", PLOT_X + bw * (double)i + bw * 0.1,
-				y, bw * 0.8, h, colors[s], U(v[s]), names[s]);
+			fprintf(out, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" "
+				"fill=\"%s\"><title>%llu %s</title></rect>\n", x0 + w * 0.1, y,
+				w * 0.8 > 1 ? w * 0.8 : 1, h, colors[s], U(v[s]), names[s]);
 		}
 	}
-	axes(r, out, ymax, "");
 	fputs("</svg>\n", out);
 }
 
-/* delay_chart - p50, p90 and p99 of the delivery delay per hour, in ms
- * or in seconds; a dot per hour with deliveries, joined by lines */
+/* delay_chart - p50, p90 and p99 of the delivery delay per slot of the
+ * series, in ms or in seconds: lines through the slots with deliveries,
+ * broken where a slot had none, a dot on each point */
 static void delay_chart(const struct report *r, FILE *out)
 {
 	static const char *const names[] = {"p50", "p90", "p99"};
 	static const char *const colors[] = {"#1565c0", "#6a1b9a", "#c62828"};
 	static const double qs[] = {0.5, 0.9, 0.99};
-	double ymax = 0, unit = 1, bw = (double)PLOT_W / (double)(r->nhours ? r->nhours : 1);
+	double ymax = 0, unit = 1;
+	struct scale sc;
 
-	for (size_t i = 0; i < r->nhours; i++) {
-		double ms = (double)rpt_percentile(&r->hours[i].delay, 0.99);
+	for (size_t i = 0; i < r->nslots; i++) {
+		double ms = (double)rpt_percentile(&r->slots[i].delay, 0.99);
 
 		if (ms > ymax)
 			ymax = ms;
 	}
-	if (ymax >= 1000)
+	if (ymax >= 2000)
 		unit = 1000;
-	ymax = nice_max(ymax / unit);
-	svg_open(out, "Delivery delay percentiles per hour");
+	scale_x(r, &sc);
+	yscale(&sc, ymax / unit, 0);
+	svg_open(out, "Delivery delay percentiles");
 	legend(out, names, colors, 3);
+	axes(out, &sc, unit == 1 ? "delivery delay (ms)" : "delivery delay (s)");
 	for (size_t q = 0; q < 3; q++) {
-		fprintf(out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", colors[q]);
-		for (size_t i = 0; i < r->nhours; i++)
-			if (r->hours[i].c.sent)
-				fprintf(out, "%.1f,%.1f ", PLOT_X + bw * ((double)i + 0.5), PLOT_Y + PLOT_H
-					- (double)PLOT_H * (double)rpt_percentile(&r->hours[i].delay, qs[q]) / unit / ymax);
-		fputs("\"/>\n", out);
-		for (size_t i = 0; i < r->nhours; i++)
-			if (r->hours[i].c.sent)
+		int open = 0;
+
+		for (size_t i = 0; i <= r->nslots; i++) {
+			double x, y;
+
+			if (i == r->nslots || !r->slots[i].c.sent) {
+				if (open)
+					fputs("\"/>\n", out);
+				open = 0;
+				continue;
+			}
+			x = xpos(&sc, (double)(r->slot0 + r->slot_step * i) + (double)r->slot_step / 2);
+			y = ypos(&sc, (double)rpt_percentile(&r->slots[i].delay, qs[q]) / unit);
+			if (!open)
+				fprintf(out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
+					"stroke-linejoin=\"round\" points=\"", colors[q]);
+			fprintf(out, "%.1f,%.1f ", x, y);
+			open = 1;
+		}
+		for (size_t i = 0; i < r->nslots; i++)
+			if (r->slots[i].c.sent)
 				fprintf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
-					PLOT_X + bw * ((double)i + 0.5), PLOT_Y + PLOT_H
-					- (double)PLOT_H * (double)rpt_percentile(&r->hours[i].delay, qs[q]) / unit / ymax,
+					xpos(&sc, (double)(r->slot0 + r->slot_step * i) + (double)r->slot_step / 2),
+					ypos(&sc, (double)rpt_percentile(&r->slots[i].delay, qs[q]) / unit),
 					colors[q]);
 	}
-	axes(r, out, ymax, unit == 1 ? " ms" : " s");
 	fputs("</svg>\n", out);
 }
 
@@ -186,6 +313,60 @@ static void td_num(FILE *out, uint64_t v)
 static void td_str(FILE *out, const char *s)
 {
 	fprintf(out, "<td %s>%s</td>", TD, s);
+}
+
+/* extra_tables - the milter's verdicts, the top senders, message sizes */
+static void extra_tables(const struct report *r, FILE *out, size_t top)
+{
+	static const char *const mcols[] = {"inspected", "accepted", "tagged", "rejected",
+		"temporarily refused", "other"};
+	static const char *const ccols[] = {"verdict", "check", "messages"};
+	static const char *const scols[] = {"sender", "messages", "recipients", "bytes"};
+	static const char *const zcols[] = {"size", "messages", "bytes"};
+	char label[32];
+
+	if (r->have_milter) {
+		const struct rpt_milter *m = &r->milter;
+
+		fprintf(out, "<h2>Milter verdicts</h2>\n<table %s>\n", TABLE);
+		th(out, mcols, 6);
+		fputs("<tr>", out);
+		td_num(out, m->messages), td_num(out, m->accepted), td_num(out, m->tagged);
+		td_num(out, m->rejected), td_num(out, m->tempfailed), td_num(out, m->other);
+		fprintf(out, "</tr>\n</table>\n<table %s>\n", TABLE);
+		th(out, ccols, 3);
+		for (size_t i = 0; i < r->nchecks; i++) {
+			fputs("<tr>", out);
+			td_text(out, r->checks[i].verdict);
+			td_text(out, r->checks[i].check);
+			td_num(out, r->checks[i].count);
+			fputs("</tr>\n", out);
+		}
+		fputs("</table>\n", out);
+	}
+	fprintf(out, "<h2>Top senders%s</h2>\n<table %s>\n", r->senders_exact ? "" : " (approximate)",
+		TABLE);
+	th(out, scols, 4);
+	for (size_t i = 0; i < r->nsenders && i < top; i++) {
+		fputs("<tr>", out);
+		td_text(out, r->senders[i].name);
+		td_num(out, r->senders[i].total), td_num(out, r->senders[i].recipients);
+		td_num(out, r->senders[i].bytes);
+		fputs("</tr>\n", out);
+	}
+	fprintf(out, "</table>\n<h2>Message sizes (octets)</h2>\n<table %s>\n", TABLE);
+	th(out, zcols, 3);
+	for (size_t b = 0; b < RPT_SIZE_NBUCKETS; b++) {
+		if (r->sizes.count[b] == 0)
+			continue;
+		fputs("<tr>", out);
+		td_str(out, rpt_size_label(b, label, sizeof(label)));
+		td_num(out, r->sizes.count[b]), td_num(out, r->sizes.bytes[b]);
+		fputs("</tr>\n", out);
+	}
+	fprintf(out, "<tr><td %s>largest</td><td %s></td>", TD, TD);
+	td_num(out, r->sizes.max);
+	fputs("</tr>\n</table>\n", out);
 }
 
 /* tables - totals, peers, domains, reasons, queue */
@@ -245,6 +426,7 @@ static void tables(const struct report *r, FILE *out, size_t top)
 		fputs("</tr>\n", out);
 	}
 	fputs("</table>\n", out);
+	extra_tables(r, out, top);
 	if (r->have_queue) {
 		fprintf(out, "<h2>Queue now (recipients by age in minutes)</h2>\n<table %s>\n<tr>", TABLE);
 		fprintf(out, "<th %s>peer</th><th %s>total</th>", TH, TH);
@@ -268,19 +450,25 @@ static void tables(const struct report *r, FILE *out, size_t top)
 /* report_html - the whole report as an HTML document */
 int report_html(const struct report *r, FILE *out, size_t top)
 {
-	char a[32], b[32];
+	char a[32], b[32], hosts[RPT_HOSTS_TEXT];
 
 	rpt_utc(r->from_us / 1000000, a, sizeof(a));
 	rpt_utc(r->to_us / 1000000, b, sizeof(b));
-	fprintf(out, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
-		"<title>tern report %s to %s UTC</title>\n</head>\n"
-		"<body style=\"font-family:sans-serif;color:#222;background:#fff\">\n"
-		"<h1 style=\"font-size:20px\">tern report, %s to %s UTC", a, b, a, b);
+	rpt_hosts(r, hosts, sizeof(hosts));
+	fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
+	      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n"
+	      "<title>tern report: ", out);
+	html_text(out, hosts);
+	fprintf(out, ", %s to %s UTC</title>\n</head>\n"
+		"<body style=\"font-family:sans-serif;color:#222;background:#fff;margin:8px 16px\">\n"
+		"<h1 style=\"font-size:20px\">tern report: ", a, b);
+	html_text(out, hosts);
+	fprintf(out, ", %s to %s UTC", a, b);
 	if (r->nodes > 1)
 		fprintf(out, ", %u nodes", r->nodes);
-	fputs("</h1>\n<h2>Deliveries per hour</h2>\n<div>\n", out);
+	fputs("</h1>\n<h2>Deliveries</h2>\n<div style=\"width:100%\">\n", out);
 	volume_chart(r, out);
-	fputs("</div>\n<h2>Delivery delay per hour</h2>\n<div>\n", out);
+	fputs("</div>\n<h2>Delivery delay</h2>\n<div style=\"width:100%\">\n", out);
 	delay_chart(r, out);
 	fputs("</div>\n", out);
 	tables(r, out, top);

@@ -100,6 +100,86 @@ static json_t *shape_row_json(const struct qshape_row *row, const char *key)
 	return o;
 }
 
+/* u64_array - n counters as a JSON array */
+static json_t *u64_array(const uint64_t *v, size_t n)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(a, jint(v[i]));
+	return a;
+}
+
+/* put_extra - hosts, senders, sizes, the milter's verdicts and the series */
+static void put_extra(json_t *o, const struct report *r)
+{
+	json_t *a = json_array(), *x;
+
+	for (size_t i = 0; i < r->nhosts; i++)
+		json_array_append_new(a, jstr_safe(r->hosts[i]));
+	json_object_set_new(o, "hosts", a);
+	json_object_set_new(o, "hosts_more", jint(r->hosts_more));
+	a = json_array();
+	for (size_t i = 0; i < r->nsenders; i++) {
+		const struct rpt_sender *x1 = &r->senders[i];
+
+		x = json_object();
+		json_object_set_new(x, "sender", jstr_safe(x1->name));
+		json_object_set_new(x, "messages", jint(x1->total));
+		json_object_set_new(x, "recipients", jint(x1->recipients));
+		json_object_set_new(x, "bytes", jint(x1->bytes));
+		json_object_set_new(x, "error", jint(x1->error));
+		json_array_append_new(a, x);
+	}
+	json_object_set_new(o, "senders", a);
+	json_object_set_new(o, "senders_exact", json_boolean(r->senders_exact));
+	x = json_object();
+	json_object_set_new(x, "bounds_bytes", u64_array(rpt_size_bounds, RPT_SIZE_NBOUNDS));
+	json_object_set_new(x, "messages", u64_array(r->sizes.count, RPT_SIZE_NBUCKETS));
+	json_object_set_new(x, "bytes", u64_array(r->sizes.bytes, RPT_SIZE_NBUCKETS));
+	json_object_set_new(x, "max_bytes", jint(r->sizes.max));
+	json_object_set_new(o, "sizes", x);
+	if (r->have_milter) {
+		const struct rpt_milter *m = &r->milter;
+
+		x = json_object();
+		json_object_set_new(x, "messages", jint(m->messages));
+		json_object_set_new(x, "accepted", jint(m->accepted));
+		json_object_set_new(x, "tagged", jint(m->tagged));
+		json_object_set_new(x, "rejected", jint(m->rejected));
+		json_object_set_new(x, "tempfailed", jint(m->tempfailed));
+		json_object_set_new(x, "other", jint(m->other));
+		a = json_array();
+		for (size_t i = 0; i < r->nchecks; i++) {
+			json_t *c = json_object();
+
+			json_object_set_new(c, "verdict", jstr_safe(r->checks[i].verdict));
+			json_object_set_new(c, "check", jstr_safe(r->checks[i].check));
+			json_object_set_new(c, "count", jint(r->checks[i].count));
+			json_array_append_new(a, c);
+		}
+		json_object_set_new(x, "checks", a);
+		json_object_set_new(o, "milter", x);
+	}
+	x = json_object();
+	json_object_set_new(x, "step", jint(r->slot_step));
+	a = json_array();
+	for (size_t i = 0; i < r->nslots; i++) {
+		const struct rpt_slot *sl = &r->slots[i];
+		json_t *p;
+
+		if (!(sl->c.received || sl->c.sent || sl->c.deferred || sl->c.bounced || sl->c.expired))
+			continue;
+		p = json_object();
+		json_object_set_new(p, "time", jint(r->slot0 + r->slot_step * i));
+		put_counts(p, &sl->c, 0);
+		json_object_set_new(p, "delay_histogram", u64_array(sl->delay.count, RPT_DELAY_NBUCKETS));
+		json_array_append_new(a, p);
+	}
+	json_object_set_new(x, "points", a);
+	json_object_set_new(o, "series", x);
+}
+
 /* report_json - the report as one JSON object, pretty-printed */
 int report_json(const struct report *r, FILE *out)
 {
@@ -175,6 +255,7 @@ int report_json(const struct report *r, FILE *out)
 		json_array_append_new(a, x);
 	}
 	json_object_set_new(o, "reasons", a);
+	put_extra(o, r);
 	if (r->have_queue) {
 		json_t *q = shape_row_json(&r->queue.all, NULL);
 
@@ -360,6 +441,163 @@ static int merge_peers(struct report *r, const json_t *a, int apply)
 	return 0;
 }
 
+/* get_u64_array - an array member of exactly n non-negative integers */
+static int get_u64_array(const json_t *o, const char *name, uint64_t *v, size_t n)
+{
+	const json_t *a = json_object_get(o, name);
+
+	if (!json_is_array(a) || json_array_size(a) != n)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		const json_t *j = json_array_get(a, i);
+
+		if (!json_is_integer(j) || json_integer_value(j) < 0)
+			return -1;
+		v[i] = (uint64_t)json_integer_value(j);
+	}
+	return 0;
+}
+
+/* host_ok - a host name as a node writes it: letters, digits, '.', '-', '_' */
+static int host_ok(const char *s)
+{
+	if (s == NULL || s[0] == '\0')
+		return 0;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9')
+		      || *s == '.' || *s == '-' || *s == '_'))
+			return 0;
+	return 1;
+}
+
+/* merge_hosts - the nodes' names; a report without them counts its nodes
+ * as unnamed */
+static int merge_hosts(struct report *r, const json_t *o, uint64_t nodes, int apply)
+{
+	const json_t *a;
+	uint64_t more;
+
+	if (get_array(o, "hosts", RPT_HOSTS_MAX, &a) < 0 || get_u64(o, "hosts_more", &more) < 0
+	    || more > 1000000)
+		return -1;
+	for (size_t i = 0; a && i < json_array_size(a); i++) {
+		const json_t *j = json_array_get(a, i);
+		const char *h = json_is_string(j) && json_string_length(j) < RPT_HOST_MAX
+			? json_string_value(j) : NULL;
+
+		if (!host_ok(h))
+			return -1;
+		if (apply)
+			rpt_host_add(r, h);
+	}
+	if (apply)
+		r->hosts_more += a ? more : (nodes ? nodes : 1);
+	return 0;
+}
+
+/* merge_senders_sizes - the top senders and the size buckets */
+static int merge_senders_sizes(struct report *r, const json_t *o, int apply)
+{
+	const json_t *a, *z;
+	struct rpt_sizes sz;
+	uint64_t bounds[RPT_SIZE_NBOUNDS];
+
+	if (get_array(o, "senders", RPT_SENDERS_MAX, &a) < 0)
+		return -1;
+	for (size_t i = 0; a && i < json_array_size(a); i++) {
+		const json_t *x = json_array_get(a, i);
+		const char *name = json_is_object(x) ? get_str(x, "sender", RPT_NAME_MAX) : NULL;
+		struct rpt_sender in;
+
+		memset(&in, 0, sizeof(in));
+		if (name == NULL || get_u64(x, "messages", &in.total) < 0
+		    || get_u64(x, "recipients", &in.recipients) < 0 || get_u64(x, "bytes", &in.bytes) < 0
+		    || get_u64(x, "error", &in.error) < 0)
+			return -1;
+		if (apply)
+			rpt_sender_add(r, name, &in);
+	}
+	if (apply && json_is_false(json_object_get(o, "senders_exact")))
+		r->senders_exact = 0;
+	if ((z = json_object_get(o, "sizes")) == NULL)
+		return 0;
+	memset(&sz, 0, sizeof(sz));
+	if (!json_is_object(z) || get_u64_array(z, "bounds_bytes", bounds, RPT_SIZE_NBOUNDS) < 0
+	    || memcmp(bounds, rpt_size_bounds, sizeof(bounds)) != 0
+	    || get_u64_array(z, "messages", sz.count, RPT_SIZE_NBUCKETS) < 0
+	    || get_u64_array(z, "bytes", sz.bytes, RPT_SIZE_NBUCKETS) < 0
+	    || get_u64(z, "max_bytes", &sz.max) < 0)
+		return -1;
+	if (apply)
+		rpt_sizes_add(&r->sizes, &sz);
+	return 0;
+}
+
+/* merge_milter - the milter's verdicts, when the report has them */
+static int merge_milter(struct report *r, const json_t *o, int apply)
+{
+	const json_t *m = json_object_get(o, "milter"), *a;
+	struct rpt_milter in;
+
+	if (m == NULL)
+		return 0;
+	if (!json_is_object(m) || get_u64(m, "messages", &in.messages) < 0
+	    || get_u64(m, "accepted", &in.accepted) < 0 || get_u64(m, "tagged", &in.tagged) < 0
+	    || get_u64(m, "rejected", &in.rejected) < 0 || get_u64(m, "tempfailed", &in.tempfailed) < 0
+	    || get_u64(m, "other", &in.other) < 0 || get_array(m, "checks", RPT_CHECKS_MAX, &a) < 0)
+		return -1;
+	for (size_t i = 0; a && i < json_array_size(a); i++) {
+		const json_t *x = json_array_get(a, i);
+		const char *v = json_is_object(x) ? get_str(x, "verdict", RPT_VERDICT_MAX - 1) : NULL;
+		const char *c = v ? get_str(x, "check", RPT_VERDICT_MAX - 1) : NULL;
+		uint64_t n;
+
+		if (c == NULL || get_u64(x, "count", &n) < 0)
+			return -1;
+		if (apply)
+			rpt_check(r, v, c)->count += n;
+	}
+	if (apply) {
+		rpt_milter_add(&r->milter, &in);
+		r->have_milter = 1;
+	}
+	return 0;
+}
+
+/* merge_series - the time series' points, each into the slot of its time */
+static int merge_series(struct report *r, const json_t *o, int apply)
+{
+	const json_t *s = json_object_get(o, "series"), *a;
+	uint64_t step;
+	size_t k;
+
+	if (s == NULL)
+		return 0;
+	if (!json_is_object(s) || get_u64(s, "step", &step) < 0
+	    || get_array(s, "points", RPT_SLOTS_MAX, &a) < 0)
+		return -1;
+	for (k = 0; rpt_slot_steps[k] && rpt_slot_steps[k] != step; k++)
+		;
+	if (rpt_slot_steps[k] == 0)
+		return -1;
+	for (size_t i = 0; a && i < json_array_size(a); i++) {
+		const json_t *x = json_array_get(a, i);
+		struct rpt_counts c;
+		struct rpt_hist h;
+		struct rpt_slot *sl;
+		uint64_t t;
+
+		if (!json_is_object(x) || get_u64(x, "time", &t) < 0 || get_counts(x, &c) < 0
+		    || get_hist(x, &h) < 0)
+			return -1;
+		if (apply && (sl = rpt_slot(r, t)) != NULL) {
+			rpt_counts_add(&sl->c, &c);
+			rpt_hist_add(&sl->delay, &h);
+		}
+	}
+	return 0;
+}
+
 /* merge_rest - hours, domains, reasons and queue shape; with apply 0 only
  * checks, so that a bad report changes nothing */
 static int merge_rest(struct report *r, const json_t *o, int apply)
@@ -441,6 +679,9 @@ static int merge_rest(struct report *r, const json_t *o, int apply)
 		if (apply)
 			r->have_queue = 1;
 	}
+	if (merge_senders_sizes(r, o, apply) < 0 || merge_milter(r, o, apply) < 0
+	    || merge_series(r, o, apply) < 0)
+		return -1;
 	return 0;
 }
 
@@ -456,7 +697,8 @@ int report_merge_json(struct report *r, const char *buf, size_t len, char *why, 
 	memset(&s, 0, sizeof(s));
 	t = json_object_get(o, "totals");
 	if (!json_is_object(t) || get_counts(t, &s.total) < 0 || get_hist(t, &s.delay) < 0
-	    || get_u64(o, "nodes", &s.nodes) < 0 || s.nodes > 1000000 || merge_rest(r, o, 0) < 0) {
+	    || get_u64(o, "nodes", &s.nodes) < 0 || s.nodes > 1000000 || merge_rest(r, o, 0) < 0
+	    || merge_hosts(r, o, s.nodes, 0) < 0) {
 		snprintf(why, whylen, "a member is missing or of the wrong type");
 		json_decref(o);
 		return -1;
@@ -465,6 +707,7 @@ int report_merge_json(struct report *r, const char *buf, size_t len, char *why, 
 	rpt_hist_add(&r->delay, &s.delay);
 	r->nodes += (unsigned)(s.nodes ? s.nodes : 1);
 	merge_rest(r, o, 1);
+	merge_hosts(r, o, s.nodes, 1);
 	json_decref(o);
 	return 0;
 }

@@ -4,9 +4,9 @@
  * Prometheus textfile for node_exporter. --merge combines the JSON
  * reports of several nodes.
  *
- * Reads the queue database read-only (read transactions of one batch
- * each, so ternd keeps running and its database does not grow because of
- * us); memory is bounded by the report's tables, not the history's size.
+ * Reads the queue database and the milter's journal read-only (read
+ * transactions of one batch each, so ternd and the milter keep running
+ * and their databases do not grow because of us); memory is bounded by the report's tables, not the history's size.
  * Never writes the database. Output files are replaced atomically.
  * Exit status: 0 ok, 1 the history, a merged report or the output could
  * not be read or written, 2 usage or configuration.
@@ -30,6 +30,7 @@
 #include "privs.h"
 #include "report.h"
 #include "store.h"
+#include "store_journal.h"
 #include "units.h"
 #include "xalloc.h"
 
@@ -55,8 +56,8 @@ static void __attribute__((noreturn)) usage(void)
 	fprintf(stderr,
 		"usage: tern-report [-c FILE] [--since DURATION | --from TIME --to TIME]\n"
 		"                   [--format text|json|csv|html|prom] [--output FILE] [--top N]\n"
-		"                   [--table totals|hourly|peers|domains|reasons|queue] [--quiet]\n"
-		"                   [--merge FILE...]\n");
+		"                   [--table totals|hourly|peers|domains|reasons|queue|senders|sizes|milter]\n"
+		"                   [--quiet] [--merge FILE...]\n");
 	exit(EXIT_USAGE);
 }
 
@@ -142,6 +143,34 @@ static void merge(struct report *r, char **files, int n)
 	}
 }
 
+/* from_journal - the milter's verdicts in the window, from its journal in
+ * STATE_DIR/journal; none there (no milter on this node): the report has
+ * no milter sections */
+static void from_journal(struct report *r, const struct conf *conf, uint64_t from, uint64_t to)
+{
+	char path[4096], data[4200], err[1024];
+	struct journal_db *jdb;
+	struct privs_fs fs;
+	struct stat sb;
+	int missing;
+
+	snprintf(path, sizeof(path), "%s/journal", conf->global.state_dir);
+	snprintf(data, sizeof(data), "%s/data.mdb", path);
+	if (privs_fs_enter_user(&fs, conf->global.user, err, sizeof(err)) < 0)
+		die(EXIT_FAIL, "%s", err);
+	missing = stat(data, &sb) < 0 && errno == ENOENT;
+	jdb = missing ? NULL : journal_db_open(path, 1, err, sizeof(err));
+	privs_fs_leave(&fs);
+	if (missing)
+		return;
+	if (jdb == NULL)
+		die(EXIT_FAIL, "%s", err);
+	if (journal_db_foreach_range(jdb, from, to, report_add_journal, r) < 0)
+		die(EXIT_FAIL, "%s: cannot read the milter journal", path);
+	r->have_milter = 1;
+	journal_db_close(&jdb);
+}
+
 /* from_history - the report of a window of this node's history */
 static void from_history(struct report *r, const struct conf *conf, uint64_t from, uint64_t to,
 			 uint64_t now)
@@ -170,6 +199,8 @@ static void from_history(struct report *r, const struct conf *conf, uint64_t fro
 		die(EXIT_FAIL, "%s: cannot read the queue", path);
 	r->have_queue = 1;
 	store_close(&st);
+	from_journal(r, conf, from, to);
+	rpt_host_add(r, conf_hostname(conf));
 }
 
 /* emit - the report in the chosen format */
@@ -310,7 +341,7 @@ int main(int argc, char **argv)
 		if (strlen(o.table) > 32)
 			usage();
 		snprintf(key, sizeof(key), ",%s,", o.table);
-		if (strstr(",totals,hourly,peers,domains,reasons,queue,", key) == NULL)
+		if (strstr(",totals,hourly,peers,domains,reasons,queue,senders,sizes,milter,", key) == NULL)
 			usage();
 	}
 	if (o.merge) {

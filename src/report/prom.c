@@ -95,6 +95,26 @@ int report_prom(const struct report *r, FILE *out)
 		label(out, r->peers[i].name);
 		fprintf(out, "\"} %llu\n", U(r->peers[i].conn_failures));
 	}
+	head(out, "tern_report_message_size_max_bytes", "The largest message accepted in the window.");
+	fprintf(out, "tern_report_message_size_max_bytes %llu\n", U(r->sizes.max));
+	if (r->have_milter) {
+		static const char *const v[] = {"accept", "tag", "reject", "tempfail"};
+		const uint64_t n[] = {r->milter.accepted, r->milter.tagged, r->milter.rejected,
+			r->milter.tempfailed};
+
+		head(out, "tern_report_milter_messages", "Messages the milter decided on in the window, by verdict.");
+		for (size_t i = 0; i < 4; i++)
+			fprintf(out, "tern_report_milter_messages{verdict=\"%s\"} %llu\n", v[i], U(n[i]));
+		head(out, "tern_report_milter_checks",
+		     "Messages tagged, rejected or refused in the window, by verdict and deciding check.");
+		for (size_t i = 0; i < r->nchecks; i++) {
+			fputs("tern_report_milter_checks{verdict=\"", out);
+			label(out, r->checks[i].verdict);
+			fputs("\",check=\"", out);
+			label(out, r->checks[i].check);
+			fprintf(out, "\"} %llu\n", U(r->checks[i].count));
+		}
+	}
 	if (r->have_queue) {
 		head(out, "tern_report_queue_recipients", "Recipients in the queue when the report ran.");
 		fprintf(out, "tern_report_queue_recipients %lu\n", r->queue.all.total);

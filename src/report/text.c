@@ -190,6 +190,66 @@ static void queue(const struct report *r, FILE *out)
 	}
 }
 
+/* milter - the milter's verdicts, and the checks behind each */
+static void milter(const struct report *r, FILE *out)
+{
+	const struct rpt_milter *m = &r->milter;
+
+	section(out, "Milter Verdicts");
+	fprintf(out, "%9llu   messages inspected\n", (unsigned long long)m->messages);
+	fprintf(out, "%9llu   accepted\n", (unsigned long long)m->accepted);
+	fprintf(out, "%9llu   tagged\n", (unsigned long long)m->tagged);
+	fprintf(out, "%9llu   rejected\n", (unsigned long long)m->rejected);
+	fprintf(out, "%9llu   temporarily refused\n", (unsigned long long)m->tempfailed);
+	if (m->other)
+		fprintf(out, "%9llu   other verdicts\n", (unsigned long long)m->other);
+	if (r->nchecks == 0)
+		return;
+	fprintf(out, "\n%-10s %-16s %8s\n", "verdict", "check", "messages");
+	for (size_t i = 0; i < r->nchecks; i++)
+		fprintf(out, "%-10s %-16s %8llu\n", r->checks[i].verdict, r->checks[i].check,
+			(unsigned long long)r->checks[i].count);
+}
+
+/* senders - the top envelope senders, shown escaped */
+static void senders(const struct report *r, FILE *out, size_t top)
+{
+	size_t n = r->nsenders < top ? r->nsenders : top;
+	char name[NAME_WIDTH_MAX + 1];
+	int w = 6;
+
+	for (size_t i = 0; i < n; i++)
+		if ((int)strlen(shown(r->senders[i].name, name)) > w)
+			w = (int)strlen(name);
+	section(out, r->senders_exact ? "Top Senders"
+		: "Top Senders (approximate: more senders than the table holds)");
+	fprintf(out, "%-*s %8s %10s %12s\n", w, "sender", "messages", "recipients", "bytes");
+	for (size_t i = 0; i < n; i++) {
+		const struct rpt_sender *x = &r->senders[i];
+
+		fprintf(out, "%-*s %8llu %10llu %12llu\n", w, shown(x->name, name),
+			(unsigned long long)x->total, (unsigned long long)x->recipients,
+			(unsigned long long)x->bytes);
+	}
+}
+
+/* sizes - accepted messages by size */
+static void sizes(const struct report *r, FILE *out)
+{
+	char label[32];
+
+	section(out, "Message Sizes (octets)");
+	fprintf(out, "%-10s %8s %12s\n", "size", "messages", "bytes");
+	for (size_t b = 0; b < RPT_SIZE_NBUCKETS; b++)
+		if (r->sizes.count[b])
+			fprintf(out, "%-10s %8llu %12llu\n", rpt_size_label(b, label, sizeof(label)),
+				(unsigned long long)r->sizes.count[b], (unsigned long long)r->sizes.bytes[b]);
+	fprintf(out, "%-10s %21llu\n", "largest", (unsigned long long)r->sizes.max);
+	if (r->total.received)
+		fprintf(out, "%-10s %21llu\n", "average",
+			(unsigned long long)(r->total.bytes / r->total.received));
+}
+
 /* report_text - the whole report as text */
 int report_text(const struct report *r, FILE *out, size_t top)
 {
@@ -200,6 +260,12 @@ int report_text(const struct report *r, FILE *out, size_t top)
 	if (r->nodes > 1)
 		fprintf(out, ", %u nodes", r->nodes);
 	fputc('\n', out);
+	{
+		char hosts[RPT_HOSTS_TEXT], esc[TEXTESC_SIZE(RPT_HOSTS_TEXT)];
+
+		fprintf(out, "%s: %s\n", r->nhosts + r->hosts_more > 1 ? "hosts" : "host",
+			textesc(esc, sizeof(esc), rpt_hosts(r, hosts, sizeof(hosts)), TEXTESC_LINE));
+	}
 	totals(r, out);
 	if (rpt_traffic(r))
 		hourly(r, out);
@@ -209,6 +275,12 @@ int report_text(const struct report *r, FILE *out, size_t top)
 		domains(r, out, top);
 	if (r->nreasons)
 		reasons(r, out);
+	if (r->have_milter)
+		milter(r, out);
+	if (r->nsenders && top)
+		senders(r, out, top);
+	if (r->total.received)
+		sizes(r, out);
 	if (r->have_queue)
 		queue(r, out);
 	return ferror(out) ? -1 : 0;

@@ -7,7 +7,13 @@
 #   - --format json: the totals, per-peer counts and reasons are exact
 #   - text: the same numbers in aligned rows; --quiet on an empty window
 #     prints nothing
-#   - html: well-formed (xmllint), two inline SVG charts, no scripts
+#   - html: well-formed (xmllint), two inline SVG charts, no scripts; the
+#     host name in the title; in headless Chromium at 800 and 1600 px the
+#     charts fill the width and every chart text lies inside its chart
+#     (report_layout.js, injected into a copy); screenshots kept in the
+#     test's directory
+#   - the new sections: top senders, message sizes; no milter journal
+#     here, so no milter section
 #   - csv: each --table has its header and its number of rows
 #   - --merge of the same report twice doubles every count
 #   - prom: promtool check metrics passes, written by rename (no temp file)
@@ -127,7 +133,18 @@ tap_is "json: the documented members of a peer" \
 	"['bounced', 'connection_failures', 'connections', 'deferred', 'delay_histogram', 'delay_p50_ms', 'delay_p90_ms', 'delay_p99_ms', 'expired', 'handshake_failures', 'peer', 'reuse_ratio', 'reused', 'sent', 'tls_full', 'tls_resumed', 'tls_resumption_ratio', 'transactions']"
 tap_is "json: every documented top-level member is there" \
 	"$(jq "$top/r.json" 'sorted(r.keys())')" \
-	"['delay_bounds_ms', 'domains', 'domains_exact', 'from', 'generated', 'hourly', 'nodes', 'peers', 'queue', 'reasons', 'to', 'totals', 'version']"
+	"['delay_bounds_ms', 'domains', 'domains_exact', 'from', 'generated', 'hosts', 'hosts_more', 'hourly', 'nodes', 'peers', 'queue', 'reasons', 'senders', 'senders_exact', 'series', 'sizes', 'to', 'totals', 'version']"
+tap_is "json hosts: this node's name" "$(jq "$top/r.json" 'r["hosts"]')" "['ternd.test']"
+tap_is "json senders: app@ with 10 messages, and the 2 DSNs of the null sender" \
+	"$(jq "$top/r.json" '[(s["sender"], s["messages"], s["recipients"], s["bytes"] > 0) for s in r["senders"]]')" \
+	"[('app@senders.test', 10, 10, True), ('<>', 2, 2, True)]"
+tap_is "json sizes: 12 messages, their bytes the total, the largest at most 16 KiB" \
+	"$(jq "$top/r.json" '(sum(r["sizes"]["messages"]), sum(r["sizes"]["bytes"]) == r["totals"]["bytes"], 0 < r["sizes"]["max_bytes"] <= 16384)')" \
+	"(12, True, True)"
+tap_is "json series: 15-minute slots for a day, every recipient in them" \
+	"$(jq "$top/r.json" '(r["series"]["step"], sum(p["sent"] for p in r["series"]["points"]), sum(p["received"] for p in r["series"]["points"]))')" \
+	"(900, 7, 12)"
+tap_is "json: no milter journal, no milter member" "$(jq "$top/r.json" '"milter" in r')" False
 
 # --- text: the same numbers, aligned; --quiet on an empty window -------------------
 rpt >"$top/r.txt"
@@ -151,6 +168,12 @@ tap_is "text: per-peer rows, columns aligned under their headers" \
 	PYEOF
 	)" "hard=0/0/2 ok=7/0/0 soft=0/1/0"
 tap_like "text: the top domain row" "$(grep -E '^ok\.test ' "$top/r.txt")" '^ok\.test +7 +7 +0 +0 +0$'
+tap_is "text: the host line under the first" "$(sed -n 2p "$top/r.txt")" "host: ternd.test"
+tap_like "text: the top sender row" "$(sed -n '/^Top Senders$/,/^$/p' "$top/r.txt" | grep '^app@')" \
+	'^app@senders\.test +10 +10 +[0-9]+$'
+tap_like "text: message sizes, 12 in buckets" \
+	"$(sed -n '/^Message Sizes (octets)$/,/^$/p' "$top/r.txt" | awk '/^[0-9]+K?-/ { n += $2 } END { print n }')" '^12$'
+tap_is "text: no milter journal, no milter section" "$(grep -c '^Milter Verdicts' "$top/r.txt")" 0
 rpt --quiet --from 2000-01-01 --to 2000-01-02T00:00 >"$top/quiet.txt" 2>&1
 tap_is "--quiet with --from/--to on a window without traffic: exit 0" "$?" 0
 tap_is "--quiet with --from/--to on a window without traffic: prints nothing" "$(wc -c <"$top/quiet.txt")" 0
@@ -166,7 +189,44 @@ tap_is "html: no scripts, style sheets, images or frames" \
 	"$(grep -ciE '<script|<link|<img|<iframe|<object|<embed|src=|url\(|@import' "$top/r.html")" 0
 tap_is "html: no URL but the SVG namespace" \
 	"$(grep -oiE '[a-z]+://[^\"]*' "$top/r.html" | sort -u)" "http://www.w3.org/2000/svg"
-tap_is "html: the stacked volume chart has a sent bar of 7" "$(grep -c '<title>7 sent</title>' "$top/r.html")" 1
+tap_is "html: the stacked volume chart's sent bars add up to 7" \
+	"$(grep -oE '<title>[0-9]+ sent</title>' "$top/r.html" | awk -F'[<> ]' '{ n += $3 } END { print n }')" 7
+tap_like "html: the host name in the title" "$(grep -o '<title>tern report: [^<]*' "$top/r.html")" \
+	"^<title>tern report: ternd.test, "
+tap_is "html: the charts scale to the page (viewBox, width 100%)" \
+	"$(grep -c '<svg [^>]*width="100%" viewBox="0 0 960 320"' "$top/r.html")" 2
+tap_is "html: y ticks on both charts (at least 4 each)" \
+	"$(grep -c 'text-anchor="end">[0-9.]*</text>' "$top/r.html" | awk '{ print ($1 >= 8) }')" 1
+tap_is "html: senders and sizes tables" \
+	"$(grep -cE '<h2>(Top senders|Message sizes \(octets\))</h2>' "$top/r.html")" 2
+
+# layout WIDTH - chromium's verdict on the page at WIDTH px, and a screenshot
+layout() {
+	local profile
+	profile=$(mktemp -d "$top/chromium.XXXXXX")
+	chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+		--disable-background-networking --disable-component-update --disable-sync \
+		--user-data-dir="$profile" --window-size="$1,1000" --virtual-time-budget=3000 \
+		--dump-dom "file://$top/r.check.html" 2>>"$top/chromium.log" |
+		sed -n 's|.*<title>\(LAYOUT-[^<]*\)</title>.*|\1|p' | head -1
+	chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+		--disable-background-networking --disable-component-update --disable-sync \
+		--user-data-dir="$profile" --window-size="$1,1400" --screenshot="$top/r.$1.png" \
+		"file://$top/r.html" >>"$top/chromium.log" 2>&1
+}
+if command -v chromium >/dev/null; then
+	awk -v js="$srcdir/tests/integration/report_layout.js" \
+		'$0 == "</body>" { print "<script>"; while ((getline l < js) > 0) print l; print "</script>" } { print }' \
+		"$top/r.html" >"$top/r.check.html"
+	for w in 800 1600; do
+		tap_like "html at $w px in Chromium: charts fill the width, no text outside its chart" \
+			"$(layout "$w")" '^LAYOUT-OK [0-9]+$'
+	done
+else
+	for w in 800 1600; do
+		tap_skip "html at $w px in Chromium" "chromium not installed"
+	done
+fi
 
 # --- csv: one table per --table -------------------------------------------------------
 # csvrows TABLE - "header|rows" of one CSV table
@@ -186,6 +246,9 @@ tap_is "csv domains: header and three domains" "$(csvrows domains)" \
 tap_is "csv domains --top 1: one row" \
 	"$(rpt --format csv --table domains --top 1 | tr -d '\r' | tail -n +2)" "ok.test,7,7,0,0,0,0"
 tap_is "csv reasons: header and two codes" "$(csvrows reasons)" "status,dsn,count,example|2"
+tap_is "csv senders: header and two senders" "$(csvrows senders)" "sender,messages,recipients,bytes,error|2"
+tap_is "csv sizes: header and every bucket" "$(csvrows sizes)" "size,max_octets,messages,bytes|11"
+tap_is "csv milter: only the header without a journal" "$(csvrows milter)" "verdict,check,messages|0"
 tap_is "--since with --from/--to is a usage error" \
 	"$(rpt --since 1h --from 2000-01-01 --to 2000-01-02 >/dev/null 2>&1; echo $?)" 2
 tap_is "csv: an unknown table is a usage error" "$(rpt --format csv --table nope >/dev/null 2>&1; echo $?)" 2
@@ -206,6 +269,9 @@ tap_is "--merge: reasons and queue doubled" \
 	"$(jq "$top/m.json" '(sum(x["count"] for x in r["reasons"]), r["queue"]["total"])')" "(6, 6)"
 "$report" --merge "$top/m.json" --format text >"$top/m.txt"
 tap_like "--merge --format text: says how many nodes" "$(head -1 "$top/m.txt")" ', 2 nodes$'
+tap_is "--merge: senders and sizes doubled, the host named once" \
+	"$(jq "$top/m.json" '(r["senders"][0]["messages"], sum(r["sizes"]["messages"]), r["hosts"])')" \
+	"(20, 24, ['ternd.test'])"
 echo '{"version": 1, "totals": []}' >"$top/bad.json"
 tap_is "--merge refuses a file that is not a report (exit 1)" \
 	"$("$report" --merge "$top/r.json" "$top/bad.json" >/dev/null 2>&1; echo $?)" 1

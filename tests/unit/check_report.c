@@ -3,8 +3,10 @@
  * (also of merged histograms), aggregation of history records (outcomes,
  * transactions, connection reuse and TLS, failures), the bounded tables
  * (peers, reasons, Space-Saving domains), CSV and HTML escaping, the time
- * parser, the --merge JSON reader's refusals, and store_hist_foreach_range
- * over more records than one read batch.
+ * parser, the --merge JSON reader's refusals, store_hist_foreach_range
+ * over more records than one read batch, and the sections of the milter's
+ * verdicts, the top senders and the message sizes in text, CSV and JSON
+ * (also merged), and the series' step per window.
  */
 #include "config.h"
 
@@ -469,6 +471,275 @@ START_TEST(test_history_range)
 }
 END_TEST
 
+/* accept_rec - an acceptance from sender of size octets, one recipient */
+static struct hist_rec accept_rec(uint64_t t, const char *sender, uint64_t size)
+{
+	struct hist_rec h = attempt(t, "QQQQ", 0, "", "", 0, 0, 0, 0, "", "");
+
+	h.kind = HIST_ACCEPT;
+	h.nrcpt = 1;
+	h.size = size;
+	h.sender = (char *)sender;
+	return h;
+}
+
+/* extra_report - a fixture: five acceptances from three senders (one the
+ * null sender) and seven journal records with known verdicts */
+static void extra_report(struct report *r)
+{
+	static const struct {
+		const char *sender;
+		uint64_t size;
+	} acc[] = {{"a@x.example", 500}, {"a@x.example", 2000}, {"", 70000}, {"a@x.example", 2000},
+		{"B@y.example", 5000}};
+	static const char *const verdicts[] = {"accept", "accept", "tag:date:from", "reject:loop",
+		"tempfail:header_limits", "reject", "bogus\033[1m"};
+
+	new_report(r);
+	for (size_t i = 0; i < N_ELEMENTS(acc); i++) {
+		struct hist_rec h = accept_rec(DAY0 + 60 * i, acc[i].sender, acc[i].size);
+
+		report_add(&h, r);
+	}
+	for (size_t i = 0; i < N_ELEMENTS(verdicts); i++) {
+		struct journal_rec j;
+
+		memset(&j, 0, sizeof(j));
+		j.time_us = US(DAY0 + 100 + i);
+		j.verdict = (char *)verdicts[i];
+		report_add_journal(&j, r);
+	}
+	/* outside the window: not counted */
+	report_add_journal(&(struct journal_rec){.time_us = US(DAY0 + 86400), .verdict = (char *)"accept"}, r);
+	r->have_milter = 1;
+	rpt_host_add(r, "mx1.example");
+	report_finish(r);
+}
+
+/* to_text - what an output function wrote (allocated) */
+static char *to_text(int (*fn)(const struct report *, FILE *, const char *, size_t),
+		     const struct report *r, const char *table)
+{
+	char *buf = NULL;
+	size_t len;
+	FILE *f = open_memstream(&buf, &len);
+
+	ck_assert_int_eq(fn(r, f, table, 10), 0);
+	fclose(f);
+	return buf;
+}
+
+/* text_fn - report_text in to_text's shape */
+static int text_fn(const struct report *r, FILE *f, const char *table, size_t top)
+{
+	(void)table;
+	return report_text(r, f, top);
+}
+
+START_TEST(test_extra_aggregate)
+{
+	struct report r;
+
+	extra_report(&r);
+	ck_assert_uint_eq(r.nsenders, 3);
+	ck_assert(r.senders_exact);
+	ck_assert_str_eq(r.senders[0].name, "a@x.example");
+	ck_assert_uint_eq(r.senders[0].total, 3);
+	ck_assert_uint_eq(r.senders[0].bytes, 4500);
+	ck_assert_str_eq(r.senders[1].name, "<>");
+	ck_assert_str_eq(r.senders[2].name, "B@y.example");
+	ck_assert_uint_eq(r.sizes.count[0], 1);		/* 500 */
+	ck_assert_uint_eq(r.sizes.count[1], 2);		/* 2000 twice */
+	ck_assert_uint_eq(r.sizes.bytes[1], 4000);
+	ck_assert_uint_eq(r.sizes.count[2], 1);		/* 5000 */
+	ck_assert_uint_eq(r.sizes.count[4], 1);		/* 70000 */
+	ck_assert_uint_eq(r.sizes.max, 70000);
+	ck_assert_uint_eq(r.milter.messages, 7);
+	ck_assert_uint_eq(r.milter.accepted, 2);
+	ck_assert_uint_eq(r.milter.tagged, 1);
+	ck_assert_uint_eq(r.milter.rejected, 2);
+	ck_assert_uint_eq(r.milter.tempfailed, 1);
+	ck_assert_uint_eq(r.milter.other, 1);
+	/* one row per check behind a verdict, by count then names */
+	ck_assert_uint_eq(r.nchecks, 5);
+	ck_assert_str_eq(r.checks[0].verdict, "reject");
+	ck_assert_str_eq(r.checks[0].check, "loop");
+	ck_assert_str_eq(r.checks[1].check, "unknown");	/* a record from before checks were journaled */
+	ck_assert_str_eq(r.checks[2].verdict, "tag");
+	ck_assert_str_eq(r.checks[2].check, "date");
+	ck_assert_str_eq(r.checks[3].check, "from");
+	ck_assert_str_eq(r.checks[4].verdict, "tempfail");
+	ck_assert_str_eq(r.checks[4].check, "header_limits");
+	report_free(&r);
+}
+END_TEST
+
+START_TEST(test_extra_text)
+{
+	struct report r;
+	char *t;
+
+	extra_report(&r);
+	t = to_text(text_fn, &r, NULL);
+	ck_assert_ptr_nonnull(strstr(t, " UTC\nhost: mx1.example\n\nGrand Totals\n"));
+	ck_assert_ptr_nonnull(strstr(t, "\nMilter Verdicts\n---------------\n"
+				     "        7   messages inspected\n"
+				     "        2   accepted\n"
+				     "        1   tagged\n"
+				     "        2   rejected\n"
+				     "        1   temporarily refused\n"
+				     "        1   other verdicts\n"
+				     "\n"
+				     "verdict    check            messages\n"
+				     "reject     loop                    1\n"
+				     "reject     unknown                 1\n"
+				     "tag        date                    1\n"
+				     "tag        from                    1\n"
+				     "tempfail   header_limits           1\n"));
+	ck_assert_ptr_nonnull(strstr(t, "\nTop Senders\n-----------\n"
+				     "sender      messages recipients        bytes\n"
+				     "a@x.example        3          3         4500\n"
+				     "<>                 1          1        70000\n"
+				     "B@y.example        1          1         5000\n"));
+	ck_assert_ptr_nonnull(strstr(t, "\nMessage Sizes (octets)\n----------------------\n"
+				     "size       messages        bytes\n"
+				     "0-1K              1          500\n"
+				     "1K-4K             2         4000\n"
+				     "4K-16K            1         5000\n"
+				     "64K-256K          1        70000\n"
+				     "largest                    70000\n"
+				     "average                    15900\n"));
+	free(t);
+	/* no journal: no milter section */
+	r.have_milter = 0;
+	t = to_text(text_fn, &r, NULL);
+	ck_assert_ptr_null(strstr(t, "Milter"));
+	free(t);
+	report_free(&r);
+}
+END_TEST
+
+static const struct {
+	const char *table, *csv;
+} extra_csv[] = {
+	{"senders", "sender,messages,recipients,bytes,error\r\n"
+		"a@x.example,3,3,4500,0\r\n<>,1,1,70000,0\r\nB@y.example,1,1,5000,0\r\n"},
+	{"sizes", "size,max_octets,messages,bytes\r\n0-1K,1024,1,500\r\n1K-4K,4096,2,4000\r\n"
+		"4K-16K,16384,1,5000\r\n16K-64K,65536,0,0\r\n64K-256K,262144,1,70000\r\n"
+		"256K-1M,1048576,0,0\r\n1M-4M,4194304,0,0\r\n4M-10M,10485760,0,0\r\n"
+		"10M-25M,26214400,0,0\r\n25M-64M,67108864,0,0\r\n64M+,,0,0\r\n"},
+	{"milter", "verdict,check,messages\r\naccept,,2\r\ntag,,1\r\nreject,,2\r\ntempfail,,1\r\n"
+		"other,,1\r\nreject,loop,1\r\nreject,unknown,1\r\ntag,date,1\r\ntag,from,1\r\n"
+		"tempfail,header_limits,1\r\n"},
+};
+
+START_TEST(test_extra_csv)
+{
+	struct report r;
+	char *t;
+
+	extra_report(&r);
+	t = to_text(report_csv, &r, extra_csv[_i].table);
+	ck_assert_str_eq(t, extra_csv[_i].csv);
+	free(t);
+	report_free(&r);
+}
+END_TEST
+
+START_TEST(test_extra_merge)
+{
+	struct report r, m;
+	char why[256], *json;
+	size_t len;
+
+	extra_report(&r);
+	json = to_json(&r, &len);
+	ck_assert_ptr_nonnull(strstr(json, "\"milter\": {"));
+	ck_assert_ptr_nonnull(strstr(json, "\"hosts\": [\n  \"mx1.example\"\n ]"));
+	new_report(&m);
+	m.nodes = 0;
+	ck_assert_int_eq(report_merge_json(&m, json, len, why, sizeof(why)), 0);
+	ck_assert_int_eq(report_merge_json(&m, json, len, why, sizeof(why)), 0);
+	report_finish(&m);
+	ck_assert_uint_eq(m.nhosts, 1);
+	ck_assert_str_eq(m.hosts[0], "mx1.example");
+	ck_assert_uint_eq(m.hosts_more, 0);
+	ck_assert(m.have_milter);
+	ck_assert_uint_eq(m.milter.messages, 14);
+	ck_assert_uint_eq(m.milter.rejected, 4);
+	ck_assert_uint_eq(m.nchecks, 5);
+	ck_assert_uint_eq(m.checks[0].count, 2);
+	ck_assert_uint_eq(m.nsenders, 3);
+	ck_assert_uint_eq(m.senders[0].total, 6);
+	ck_assert_uint_eq(m.senders[0].bytes, 9000);
+	ck_assert_uint_eq(m.sizes.count[1], 4);
+	ck_assert_uint_eq(m.sizes.max, 70000);
+	/* the series: five acceptances in the first 15-minute slot of the day */
+	ck_assert_uint_eq(m.slot_step, 900);
+	ck_assert_uint_eq(m.slots[0].c.received, 10);
+	report_free(&m);
+	/* a report without a milter journal merges without the section */
+	r.have_milter = 0;
+	free(json);
+	json = to_json(&r, &len);
+	ck_assert_ptr_null(strstr(json, "\"milter\""));
+	new_report(&m);
+	ck_assert_int_eq(report_merge_json(&m, json, len, why, sizeof(why)), 0);
+	ck_assert(!m.have_milter);
+	report_free(&m);
+	report_free(&r);
+	free(json);
+}
+END_TEST
+
+static const char *const bad_extra[] = {
+	"\"sizes\": {\"bounds_bytes\": [1,2,3,4,5,6,7,8,9,10], \"messages\": [0,0,0,0,0,0,0,0,0,0,0], "
+		"\"bytes\": [0,0,0,0,0,0,0,0,0,0,0]}",		/* not our size buckets */
+	"\"hosts\": [\"mx1 <b>\"]",				/* not a host name */
+	"\"hosts\": [5]",
+	"\"series\": {\"step\": 7, \"points\": []}",	/* not one of our steps */
+	"\"milter\": {\"messages\": -1}",
+	"\"milter\": {\"checks\": [{\"verdict\": \"reject\"}]}",
+	"\"senders\": [{\"sender\": \"a@x\", \"messages\": \"1\"}]",
+};
+
+START_TEST(test_extra_merge_refuses)
+{
+	struct report r;
+	char bounds[512], json[2048], why[256];
+
+	bounds_json(bounds, sizeof(bounds));
+	snprintf(json, sizeof(json), "{\"version\": 1, %s, \"from\": %llu, \"to\": %llu, "
+		 "\"totals\": {\"sent\": 5}, %s}", bounds, DAY0, DAY0 + 86400, bad_extra[_i]);
+	new_report(&r);
+	ck_assert_int_eq(report_merge_json(&r, json, strlen(json), why, sizeof(why)), -1);
+	ck_assert_uint_eq(r.total.sent, 0);
+	ck_assert_uint_eq(r.nhosts, 0);
+	report_free(&r);
+}
+END_TEST
+
+static const struct {
+	uint64_t seconds, step;
+} steps[] = {
+	{3600, 60}, {2 * 3600, 60}, {6 * 3600, 300}, {86400, 900}, {2 * 86400, 900},
+	{7 * 86400, 3600}, {30 * 86400, 86400}, {365 * 86400, 86400},
+};
+
+START_TEST(test_slot_step)
+{
+	struct report r;
+	const char *why;
+
+	ck_assert_uint_eq(rpt_slot_step(DAY0, DAY0 + steps[_i].seconds), steps[_i].step);
+	ck_assert_int_eq(report_init(&r, US(DAY0 + 30), US(DAY0 + 30 + steps[_i].seconds), &why), 0);
+	ck_assert_uint_le(r.nslots, RPT_SLOTS_MAX);
+	ck_assert_ptr_nonnull(rpt_slot(&r, DAY0 + 30));
+	ck_assert_ptr_nonnull(rpt_slot(&r, DAY0 + 30 + steps[_i].seconds - 1));
+	report_free(&r);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("report");
@@ -486,6 +757,12 @@ int main(void)
 	tcase_add_loop_test(tc, test_merge_refuses, 0, N_ELEMENTS(bad_json));
 	tcase_add_test(tc, test_merge_all_or_nothing);
 	tcase_add_test(tc, test_history_range);
+	tcase_add_test(tc, test_extra_aggregate);
+	tcase_add_test(tc, test_extra_text);
+	tcase_add_loop_test(tc, test_extra_csv, 0, N_ELEMENTS(extra_csv));
+	tcase_add_test(tc, test_extra_merge);
+	tcase_add_loop_test(tc, test_extra_merge_refuses, 0, N_ELEMENTS(bad_extra));
+	tcase_add_loop_test(tc, test_slot_step, 0, N_ELEMENTS(steps));
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }
