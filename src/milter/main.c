@@ -229,6 +229,7 @@ int main(int argc, char **argv)
 	long long stop_timeout;
 	int ch, rc, left;
 
+	closefrom(3);	/* what the caller left open is not ours: tern-milter(8) */
 	log_init(argv[0], "milter");
 	cli_init(&cli);
 	while ((ch = getopt(argc, argv, CLI_COMMON_OPTS "K:Vh")) != -1) {
