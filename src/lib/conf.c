@@ -531,7 +531,7 @@ struct conf *conf_load_string(const char *text, const char *name, char *err, siz
 struct conf *conf_load(const char *path, char *err, size_t errlen)
 {
 	struct conf *conf;
-	FILE *fp = fopen(path, "r");
+	FILE *fp = fopen(path, "re");
 	char *text;
 	size_t n;
 

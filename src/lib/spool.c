@@ -279,7 +279,7 @@ static int foreach_file(int dirfd, spool_file_fn fn, void *arg)
 {
 	DIR *d;
 	struct dirent *e;
-	int fd = dup(dirfd), stop = 0;
+	int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0), stop = 0;
 
 	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
 		if (fd >= 0)

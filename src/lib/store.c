@@ -49,6 +49,7 @@
 
 #include "store.h"
 #include "store_codec.h"
+#include "store_env.h"
 #include "xalloc.h"
 
 #define STORE_MAP_INITIAL (256ULL << 20)
@@ -140,7 +141,7 @@ struct store *store_open(const char *dir, int readonly, size_t mapsize, char *er
 	if ((rc = mdb_env_create(&st->env)) != 0
 	    || (rc = mdb_env_set_maxdbs(st->env, 16)) != 0
 	    || (rc = mdb_env_set_mapsize(st->env, mapsize ? mapsize : STORE_MAP_INITIAL)) != 0
-	    || (rc = mdb_env_open(st->env, dir, MDB_NOTLS | (readonly ? MDB_RDONLY : 0), 0660)) != 0) {
+	    || (rc = store_env_open(st->env, dir, readonly)) != 0) {
 		snprintf(err, errlen, "%s: cannot open queue database: %s", dir, mdb_strerror(rc));
 		goto fail;
 	}

@@ -22,6 +22,7 @@
 
 #include "store.h"
 #include "store_codec.h"
+#include "store_env.h"
 #include "store_journal.h"
 #include "xalloc.h"
 
@@ -53,7 +54,7 @@ struct journal_db *journal_db_open(const char *dir, int readonly, char *err, siz
 	}
 	if ((rc = mdb_env_create(&db->env)) != 0 || (rc = mdb_env_set_maxdbs(db->env, 4)) != 0
 	    || (rc = mdb_env_set_mapsize(db->env, JOURNAL_MAP)) != 0
-	    || (rc = mdb_env_open(db->env, dir, MDB_NOTLS | (readonly ? MDB_RDONLY : 0), 0660)) != 0
+	    || (rc = store_env_open(db->env, dir, readonly)) != 0
 	    || (rc = mdb_txn_begin(db->env, NULL, readonly ? MDB_RDONLY : 0, &txn)) != 0
 	    || (rc = mdb_dbi_open(txn, "jrnl", flags, &db->jrnl)) != 0
 	    || (rc = mdb_dbi_open(txn, "jidx", flags | MDB_DUPSORT, &db->jidx)) != 0

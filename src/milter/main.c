@@ -243,6 +243,7 @@ int main(int argc, char **argv)
 	gid_t gid;
 	int ch, rc, left;
 
+	closefrom(3);	/* what the caller left open is not ours: tern-milter(8) */
 	log_init(argv[0], "milter");
 	cli_init(&cli);
 	while ((ch = getopt(argc, argv, CLI_COMMON_OPTS "K:Vh")) != -1) {

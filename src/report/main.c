@@ -86,7 +86,7 @@ static uint64_t now_us(void)
 /* slurp - a whole file of at most MERGE_FILE_MAX octets ("-": stdin) */
 static char *slurp(const char *path, size_t *len)
 {
-	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "re");
 	size_t cap = 65536, n = 0;
 	char *buf;
 
@@ -230,9 +230,9 @@ static void write_atomic(const struct report *r, const struct opts *o)
 
 	tmp = xmalloc(n);
 	snprintf(tmp, n, "%s/.tern-report.XXXXXX", dir);
-	if ((fd = mkstemp(tmp)) < 0)
+	if ((fd = mkostemp(tmp, O_CLOEXEC)) < 0)
 		die(EXIT_FAIL, "%s: %s", tmp, strerror(errno));
-	if (fchmod(fd, 0644) < 0 || (out = fdopen(fd, "w")) == NULL) {
+	if (fchmod(fd, 0644) < 0 || (out = fdopen(fd, "we")) == NULL) {
 		unlink(tmp);
 		die(EXIT_FAIL, "%s: %s", tmp, strerror(errno));
 	}
@@ -250,7 +250,7 @@ static void write_atomic(const struct report *r, const struct opts *o)
 		die(EXIT_FAIL, "%s: %s", o->output, strerror(e));
 	}
 	/* the rename itself survives a crash once the directory is synced */
-	if ((fd = open(dir, O_RDONLY | O_DIRECTORY)) >= 0) {
+	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
 		fsync(fd);
 		close(fd);
 	}

@@ -170,6 +170,7 @@ int main(int argc, char **argv)
 	sigset_t set;
 	int ch, sig;
 
+	closefrom(3);	/* what the caller left open is not ours: ternd(8) */
 	log_init(argv[0], "ternd");
 	cli_init(&cli);
 	while ((ch = getopt(argc, argv, CLI_COMMON_OPTS "Vh")) != -1) {

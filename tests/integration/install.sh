@@ -1,8 +1,9 @@
 #!/bin/bash
 # install.sh - "make install" into a DESTDIR lays out a real deployment:
 # the programs, the man pages, a tern.conf that a second install keeps,
-# systemd units that name the installed programs and pass
-# "systemd-analyze verify", sysusers/tmpfiles files that create the tern
+# systemd units that name the installed programs, pass
+# "systemd-analyze verify" and rate an exposure of 2.5 or less under
+# "systemd-analyze security", sysusers/tmpfiles files that create the tern
 # user and its directories, and daemons that run from where they were
 # installed. "make uninstall" takes everything away again.
 set -u
@@ -56,6 +57,18 @@ for u in ternd tern-milter; do
 		sed "s|^ExecStart=$sbindir/|ExecStart=$dest$sbindir/|" "$unit" >"$top/$u.service"
 		tap_check "systemd-analyze verify $u.service" \
 			systemd-analyze verify --man=no "$top/$u.service"
+		# the sandbox: an exposure of 2.5 or less (the unit's header
+		# comment gives the figure), and a comment before every directive
+		exposure=$(systemd-analyze security --offline=true "$top/$u.service" 2>&1 |
+			sed -n 's/^→ Overall exposure level for .*: \([0-9][0-9.]*\) .*/\1/p')
+		tap_like "systemd-analyze security: $u.service exposure ${exposure:-?} <= 2.5" \
+			"$(awk -v e="${exposure:-99}" 'BEGIN { print (e + 0 <= 2.5) ? "ok" : "too exposed" }')" '^ok$'
+		tap_like "... the figure in its header comment" "$(sed 's/^# *//' "$unit" | tr '\n' ' ')" \
+			"exposure of this unit ${exposure:-?} \\(systemd"
+		tap_is "... every [Service] directive under a comment" "$(awk '
+			/^\[/ { service = ($0 == "[Service]"); next }
+			service && /^[A-Z]/ && prev !~ /^#/ && prev !~ /^[A-Z]/ { print FILENAME ":" NR ": " $0 }
+			{ prev = $0 }' "$unit")" ""
 	else
 		tap_skip "systemd-analyze verify $u.service" "systemd-analyze not installed"
 	fi
