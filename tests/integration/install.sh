@@ -1,6 +1,6 @@
 #!/bin/bash
 # install.sh - "make install" into a DESTDIR lays out a real deployment:
-# the programs, the man pages, a tern.conf that a second install keeps,
+# the programs, the man pages, bash completion, a tern.conf that a second install keeps,
 # systemd units that name the installed programs and pass
 # "systemd-analyze verify", sysusers/tmpfiles files that create the tern
 # user and its directories, and daemons that run from where they were
@@ -42,6 +42,14 @@ done
 for m in man8/tern-milter.8 man8/ternd.8 man1/ternq.1 man5/tern.conf.5; do
 	tap_check "man page installed: $m" test -s "$dest$prefix/share/man/$m"
 done
+comp=$dest$prefix/share/bash-completion/completions
+tap_is "bash completion for the four programs" \
+	"$(cd "$comp" && for p in ternq ternd tern-milter tern-report; do
+		bash -c ". ./$p && complete -p $p" 2>&1; done)" \
+	"complete -F _ternq ternq
+complete -F _tern_daemon ternd
+complete -F _tern_daemon tern-milter
+complete -F _tern_report tern-report"
 conf=$dest$sysconfdir/tern/tern.conf
 tap_is "tern.conf is the commented example, 0640 root:tern" \
 	"$(cmp -s "$conf" "$top_srcdir/contrib/tern.conf.example" && stat -c '%a %U:%G' "$conf")" "640 root:tern"
