@@ -15,7 +15,7 @@
 # package): .ci/run runs it. Run as root: tests/debian-package.sh
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-top=$(cd "$here/.." && pwd)
+srctop=$(cd "$here/.." && pwd)
 [ "$(id -u)" -eq 0 ] || { echo "1..0 # SKIP must run as root"; exit 0; }
 if [ -z "${_TERN_PKG_NS:-}" ]; then
 	_TERN_PKG_NS=1 exec unshare -m --propagation private "$BASH" "$0" "$@"
@@ -26,6 +26,7 @@ for cmd in dpkg-buildpackage dh lintian swaks smtp-sink systemd-sysusers; do
 	command -v "$cmd" >/dev/null || tap_skip_all "$cmd not installed"
 done
 tmp=$(tap_tmpdir)
+top=$tmp	# where tests/lib/relay.sh's sink writes its output
 
 # bail WHY - stop: what follows cannot run
 bail() {
@@ -35,15 +36,15 @@ bail() {
 
 # --- build, in a copy of the source tree ------------------------------------------
 mkdir -p "$tmp/src/tern"
-if git -C "$top" rev-parse --git-dir >/dev/null 2>&1; then
-	(cd "$top" && git ls-files -co --exclude-standard -z | grep -zv '^build' |
+if git -C "$srctop" rev-parse --git-dir >/dev/null 2>&1; then
+	(cd "$srctop" && git ls-files -co --exclude-standard -z | grep -zv '^build' |
 		tar -c --null -T - -f -) | tar -x -C "$tmp/src/tern" -f -
 else
-	tar -c -C "$top" --exclude='./build*' --exclude=./.git -f - . | tar -x -C "$tmp/src/tern" -f -
+	tar -c -C "$srctop" --exclude='./build*' --exclude=./.git -f - . | tar -x -C "$tmp/src/tern" -f -
 fi
 (cd "$tmp/src/tern" && dpkg-buildpackage -us -uc -b) >"$tmp/build.log" 2>&1
 tap_is "dpkg-buildpackage -us -uc -b" "$?" 0 || tail -30 "$tmp/build.log" | sed 's/^/# /'
-deb=$tmp/src/tern_$(dpkg-parsechangelog -l "$top/debian/changelog" -S Version)_$(dpkg --print-architecture).deb
+deb=$tmp/src/tern_$(dpkg-parsechangelog -l "$srctop/debian/changelog" -S Version)_$(dpkg --print-architecture).deb
 [ -f "$deb" ] || bail "no $deb"
 
 lintian --tag-display-limit 0 "$tmp"/src/tern_*.changes >"$tmp/lintian.out" 2>&1
@@ -51,7 +52,7 @@ sed 's/^/# /' "$tmp/lintian.out"
 tap_is "lintian: no errors" "$(grep '^E: ' "$tmp/lintian.out")" ""
 tap_is "lintian: only the warnings debian/README.source explains" \
 	"$(sed -n 's/^W: [^:]*: \([^ ]*\).*/\1/p' "$tmp/lintian.out" | sort -u | tr '\n' ' ')" \
-	"$(sed -n 's/^- \([a-z0-9-]*\): .*/\1/p' "$top/debian/README.source" | sort -u | tr '\n' ' ')"
+	"$(sed -n 's/^- \([a-z0-9-]*\): .*/\1/p' "$srctop/debian/README.source" | sort -u | tr '\n' ' ')"
 tap_like "the package holds the programs, units, completion and the tmpfiles/sysusers files" \
 	"$(dpkg-deb -c "$deb" | awk '{ print $6 }' | tr '\n' ' ')" \
 	'\./usr/sbin/ternd .*\./usr/sbin/tern-milter |\./usr/sbin/tern-milter .*\./usr/sbin/ternd '
@@ -81,7 +82,7 @@ tap_like "the tern user, a system user without a login shell" "$(getent passwd t
 tap_is "the directories, their modes and owners" \
 	"$(stat -c '%n %a %U:%G' /run/tern /var/lib/tern /var/spool/tern /etc/tern /etc/tern/tern.conf | tr '\n' ' ')" \
 	"/run/tern 755 tern:tern /var/lib/tern 700 tern:tern /var/spool/tern 700 tern:tern /etc/tern 750 root:tern /etc/tern/tern.conf 640 root:tern "
-tap_is "tern.conf is the commented example" "$(cmp "$top/contrib/tern.conf.example" /etc/tern/tern.conf && echo same)" same
+tap_is "tern.conf is the commented example" "$(cmp "$srctop/contrib/tern.conf.example" /etc/tern/tern.conf && echo same)" same
 tap_is "the cron jobs are installed commented out" "$(grep -c '^[^#]*tern-report' /etc/cron.d/tern)" 0
 tap_is "nothing enabled: no unit linked under /etc/systemd/system" \
 	"$(find /etc/systemd/system -name 'tern*' 2>/dev/null)" ""
