@@ -8,21 +8,17 @@
  * The map is fixed (JOURNAL_MAP): a full map refuses the batch, which the
  * caller counts; pruning (history_retention) keeps it from filling. One
  * writer (the milter's journal thread); readers hold a transaction for
- * one call only.
+ * one call only. Opening the environment and pruning its front are the
+ * store's LMDB discipline (store_lmdb.c, through store_priv.h).
  */
 #include "config.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#include <lmdb.h>
-
-#include "store.h"
-#include "store_codec.h"
 #include "store_journal.h"
+#include "store_priv.h"
 #include "xalloc.h"
 
 #define JOURNAL_MAP (4ULL << 30)
@@ -41,35 +37,23 @@ struct journal_db {
 struct journal_db *journal_db_open(const char *dir, int readonly, char *err, size_t errlen)
 {
 	struct journal_db *db = xcalloc(1, sizeof(*db));
-	MDB_txn *txn = NULL;
-	unsigned flags = readonly ? 0 : MDB_CREATE;
+	const struct store_table tables[] = {
+		{"jrnl", 0, &db->jrnl, NULL}, {"jidx", MDB_DUPSORT, &db->jidx, NULL},
+	};
 	int rc;
 
-	if (!readonly && mkdir(dir, 0750) < 0 && errno != EEXIST) {
-		snprintf(err, errlen, "%s: cannot create: %s", dir, strerror(errno));
+	if (store_env_create(&db->env, dir, readonly, 4, JOURNAL_MAP, "the milter journal",
+			     err, errlen) != 0) {
 		free(db);
 		return NULL;
 	}
-	if ((rc = mdb_env_create(&db->env)) != 0 || (rc = mdb_env_set_maxdbs(db->env, 4)) != 0
-	    || (rc = mdb_env_set_mapsize(db->env, JOURNAL_MAP)) != 0
-	    || (rc = mdb_env_open(db->env, dir, MDB_NOTLS | (readonly ? MDB_RDONLY : 0), 0660)) != 0
-	    || (rc = mdb_txn_begin(db->env, NULL, readonly ? MDB_RDONLY : 0, &txn)) != 0
-	    || (rc = mdb_dbi_open(txn, "jrnl", flags, &db->jrnl)) != 0
-	    || (rc = mdb_dbi_open(txn, "jidx", flags | MDB_DUPSORT, &db->jidx)) != 0
-	    || (rc = mdb_txn_commit(txn)) != 0) {
-		if (txn && rc != 0)
-			mdb_txn_abort(txn);
-		snprintf(err, errlen, "%s: cannot open the milter journal: %s", dir, mdb_strerror(rc));
-		if (db->env)
-			mdb_env_close(db->env);
+	rc = store_tables_open(db->env, readonly, tables, sizeof(tables) / sizeof(tables[0]));
+	if (rc != 0) {
+		snprintf(err, errlen, "%s: cannot open the milter journal: %s", dir,
+			 mdb_strerror(rc));
+		mdb_env_close(db->env);
 		free(db);
 		return NULL;
-	}
-	if (!readonly) {
-		int dead;
-
-		store_lock_share(dir);
-		mdb_reader_check(db->env, &dead);
 	}
 	return db;
 }
@@ -87,10 +71,8 @@ void journal_db_close(struct journal_db **dbp)
 /* jkey - time . seq, big-endian */
 static void jkey(unsigned char key[JKEY_LEN], uint64_t t, uint32_t seq)
 {
-	for (int i = 7; i >= 0; i--, t >>= 8)
-		key[i] = (unsigned char)(t & 0xff);
-	for (int i = 11; i >= 8; i--, seq >>= 8)
-		key[i] = (unsigned char)(seq & 0xff);
+	be_put(key, t, 8);
+	be_put(key + 8, seq, 4);
 }
 
 /* jidx_op - add or delete one index entry; an empty value has none */
@@ -120,40 +102,39 @@ static int jindex(MDB_txn *txn, const struct journal_db *db, int add, const stru
 	return rc ? rc : jidx_op(txn, db, add, 'q', r->mta_qid, strlen(r->mta_qid), key);
 }
 
+/* A prune: the journal, and the time records older than go. */
+struct jprune {
+	const struct journal_db *db;
+	uint64_t before;
+};
+
+/* prune_record - a record older than before loses its index entries (a
+ * front_fn: store_take_front deletes it); TAKE_STOP at the first younger
+ * one */
+static int prune_record(MDB_txn *txn, const MDB_val *k, const MDB_val *v, void *arg)
+{
+	const struct jprune *p = arg;
+	unsigned char key[JKEY_LEN];
+	struct journal_rec r;
+	int rc = 0;
+
+	if (k->mv_size != JKEY_LEN || be_get(k->mv_data, 8) >= p->before)
+		return TAKE_STOP;
+	memcpy(key, k->mv_data, JKEY_LEN);	/* LMDB's copy may move with the update */
+	if (journal_rec_decode(v->mv_data, v->mv_size, &r) == 0) {
+		rc = jindex(txn, p->db, 0, &r, key);
+		journal_rec_clear(&r);
+	}
+	return rc;
+}
+
 /* prune - drop up to JPRUNE_MAX records older than before */
 static int prune(MDB_txn *txn, const struct journal_db *db, uint64_t before)
 {
-	MDB_cursor *cur;
-	MDB_val k, v;
-	int rc, n = 0;
+	struct jprune p = {db, before};
+	size_t n;
 
-	if ((rc = mdb_cursor_open(txn, db->jrnl, &cur)) != 0)
-		return rc;
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && n < JPRUNE_MAX;
-	     rc = mdb_cursor_get(cur, &k, &v, MDB_GET_CURRENT), n++) {
-		const unsigned char *kb = k.mv_data;
-		unsigned char key[JKEY_LEN];
-		struct journal_rec r;
-		uint64_t t = 0;
-
-		if (k.mv_size != JKEY_LEN)
-			break;
-		for (int i = 0; i < 8; i++)
-			t = t << 8 | kb[i];
-		if (t >= before)
-			break;
-		memcpy(key, kb, JKEY_LEN);
-		if (journal_rec_decode(v.mv_data, v.mv_size, &r) == 0) {
-			rc = jindex(txn, db, 0, &r, key);
-			journal_rec_clear(&r);
-			if (rc != 0)
-				break;
-		}
-		if ((rc = mdb_cursor_del(cur, 0)) != 0)
-			break;
-	}
-	mdb_cursor_close(cur);
-	return rc == 0 || rc == MDB_NOTFOUND || rc == EINVAL ? 0 : rc;
+	return store_take_front(txn, db->jrnl, JPRUNE_MAX, &n, prune_record, &p);
 }
 
 /* journal_db_append - n records (and a bounded prune) in one durable commit */

@@ -1217,7 +1217,7 @@ START_TEST(test_map_grows)
 }
 END_TEST
 
-/* raw_begin - LMDB directly on the closed store in qdir (store.c has no
+/* raw_begin - LMDB directly on the closed store in qdir (the store has no
  * way to write an old layout or a damaged record, and should not): a
  * transaction, read-only or not; raw_end commits it and closes */
 static MDB_txn *raw_begin(unsigned flags)
@@ -1243,7 +1243,7 @@ static void raw_end(MDB_txn *txn)
 
 /* layout1 - turn the closed store in qdir back into layout 1, as ternd
  * wrote it before: the schedule keyed next_us . qid . idx with the peer
- * as value, no "layout" in meta. LMDB directly: store.c has no way to
+ * as value, no "layout" in meta. LMDB directly: the store has no way to
  * write an old layout, and should not. */
 static void layout1(const struct due *e, size_t n)
 {
