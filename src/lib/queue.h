@@ -3,8 +3,9 @@
  * the store: a message (envelope, body location, digest, trace context)
  * and its recipients (state, schedule, last reply, peer).
  *
- * Plain data only; how it is kept is store.c's business, how it is
- * encoded is store_codec.c's.
+ * Plain data, and the helpers that free and name it (queue.c); how it is
+ * kept is store_queue.c's business, how it is encoded is store_codec.c's.
+ * What happened to a message after it left the queue is hist.h's.
  */
 #ifndef TERN_QUEUE_H
 #define TERN_QUEUE_H
@@ -65,51 +66,9 @@ struct q_rcpt {
 	char *reply;			/* last reply (delay reason), or "" */
 };
 
-/*
- * Delivery history (ternd) and the milter's journal: what happened, kept
- * after the message has left the queue, for ternq trace and tern-report.
- */
-enum hist_kind { HIST_ACCEPT = 1, HIST_ATTEMPT = 2 };
-enum hist_tls { HIST_TLS_NONE, HIST_TLS_FULL, HIST_TLS_RESUMED };
-#define HIST_EXPIRED 4			/* attempt state: bounced by max_queue_lifetime */
-
-struct hist_rec {
-	uint8_t kind;			/* enum hist_kind */
-	uint8_t state;			/* attempt: enum rcpt_state or HIST_EXPIRED */
-	uint8_t tls;			/* attempt: enum hist_tls */
-	uint16_t code;			/* attempt: reply code, 0 if none */
-	uint32_t idx;			/* attempt: recipient index */
-	uint32_t nrcpt;			/* acceptance: recipients */
-	uint32_t conn_use;		/* attempt: transaction number on the connection */
-	uint64_t time_us;
-	uint64_t size;			/* acceptance */
-	uint64_t delays_us[4];		/* attempt: before, rate wait, connection setup, transmission */
-	unsigned char trace_id[16];
-	unsigned char span_id[8];
-	unsigned char link_trace_id[16];	/* acceptance: as q_msg's, zeros if none */
-	unsigned char link_span_id[8];
-	char qid[QID_LEN + 1];
-	char *sender, *msgid, *client;	/* acceptance, else "" */
-	char *rcpt;			/* attempt: the recipient; acceptance: all, one per line */
-	char *peer, *relay, *dsn, *reply, *peer_qid;	/* attempt, else "" */
-};
-
-/* the milter's journal: one record per message it saw */
-struct journal_rec {
-	uint64_t time_us;
-	unsigned char trace_id[16];
-	unsigned char span_id[8];	/* the span the milter put in Traceparent */
-	unsigned char parent_id[8];	/* a continued trace's previous span, or zeros */
-	uint32_t nrcpt;
-	char *mta_qid;			/* Postfix's {i}, or "" */
-	char *client, *sender, *verdict;
-};
-
 const char *rcpt_state_name(enum rcpt_state state);
-const char *hist_state_name(unsigned state);
-void hist_rec_clear(struct hist_rec *h);
-void journal_rec_clear(struct journal_rec *j);
 void q_msg_clear(struct q_msg *m);
 void q_rcpt_clear(struct q_rcpt *r);
+void q_rcpts_free(struct q_rcpt **rcpts, size_t n);
 
 #endif

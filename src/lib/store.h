@@ -1,7 +1,10 @@
 /*
  * store - ternd's queue state in LMDB. The only module that includes
- * lmdb.h (CONVENTIONS.md): everything else sees messages, recipients,
- * segments and the schedule through these functions.
+ * lmdb.h (CONVENTIONS.md; tests/lmdb-include.sh checks it): everything
+ * else sees messages, recipients, segments, the schedule and the
+ * history through these functions. Its files: store_lmdb.c (the LMDB
+ * discipline below), store_queue.c (the queue records), store_hist.c
+ * (the history), sharing store_priv.h, which lists the tables.
  *
  * LMDB's caveats are this module's rules: one write transaction at a
  * time (ternd's committer thread, or ternq when ternd is not running),
@@ -17,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hist.h"
 #include "queue.h"
 
 struct store;
@@ -42,7 +46,7 @@ int store_reader_check(struct store *st);
 typedef int (*store_write_fn)(struct store_txn *txn, void *arg);
 int store_write(struct store *st, store_write_fn fn, void *arg, char *err, size_t errlen);
 /* Inside a write: fn's changes kept if it returns 0, dropped otherwise
- * (see store.c). t must have no cursor open; fn closes its own. */
+ * (see store_lmdb.c). t must have no cursor open; fn closes its own. */
 #define STORE_DROPPED (-3)
 int store_nested(struct store_txn *txn, store_write_fn fn, void *arg, char *err, size_t errlen);
 
@@ -93,10 +97,9 @@ int store_get_notice(struct store *st, const char *id, char **rcpt, uint8_t *fla
 		     char **body, size_t *len);
 typedef int (*store_notice_fn)(const char *id, void *arg);
 int store_foreach_notice(struct store *st, store_notice_fn fn, void *arg);
-void q_rcpts_free(struct q_rcpt **rcpts, size_t n);
 
 /* Delivery history (same environment, written with the state change;
- * its lookup index later, in batches: see store.c). */
+ * its lookup index later, in batches: see store_hist.c). */
 int store_hist_put(struct store_txn *txn, const struct hist_rec *h);
 /* index entries one store_hist_index call adds at most (then finishes the
  * record it is at): a call stays short however big the backlog */
@@ -105,7 +108,7 @@ int store_hist_index(struct store_txn *txn, uint64_t keep, size_t *n);
 uint64_t store_hist_unindexed(struct store_txn *txn);
 /* In a write that added records: past lag waiting, index down to lag
  * (or catchup below before, what waited at the write's start), in a
- * nested transaction; see store.c */
+ * nested transaction; see store_hist.c */
 int store_hist_index_over(struct store_txn *txn, uint64_t lag, uint64_t catchup, uint64_t before,
 			  uint64_t *left, char *err, size_t errlen);
 int store_hist_prune(struct store_txn *txn, uint64_t before_us, size_t max, size_t *n);

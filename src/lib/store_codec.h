@@ -18,6 +18,7 @@
 
 #include <stddef.h>
 
+#include "hist.h"
 #include "queue.h"
 
 #define STORE_RECORD_MAX 8192

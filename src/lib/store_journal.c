@@ -8,30 +8,25 @@
  * The map is fixed (JOURNAL_MAP): a full map refuses the batch, which the
  * caller counts; pruning (history_retention) keeps it from filling. One
  * writer (the milter's journal thread); readers hold a transaction for
- * one call only.
+ * one call only. Opening the environment and pruning its front are the
+ * store's LMDB discipline (store_lmdb.c, through store_priv.h).
  */
 #include "config.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#include <lmdb.h>
-
-#include "store.h"
-#include "store_codec.h"
-#include "store_env.h"
 #include "store_journal.h"
+#include "store_priv.h"
 #include "xalloc.h"
 
 #define JOURNAL_MAP (4ULL << 30)
 #define JKEY_LEN 12
+#define JREAD_BATCH 512		/* records per read transaction */
 #define JIDX_MAX 200
 #define JREC_MAX 4096
 #define JPRUNE_MAX 1000
-#define JREAD_BATCH 512
 
 struct journal_db {
 	MDB_env *env;
@@ -43,35 +38,23 @@ struct journal_db {
 struct journal_db *journal_db_open(const char *dir, int readonly, char *err, size_t errlen)
 {
 	struct journal_db *db = xcalloc(1, sizeof(*db));
-	MDB_txn *txn = NULL;
-	unsigned flags = readonly ? 0 : MDB_CREATE;
+	const struct store_table tables[] = {
+		{"jrnl", 0, &db->jrnl, NULL}, {"jidx", MDB_DUPSORT, &db->jidx, NULL},
+	};
 	int rc;
 
-	if (!readonly && mkdir(dir, 0750) < 0 && errno != EEXIST) {
-		snprintf(err, errlen, "%s: cannot create: %s", dir, strerror(errno));
+	if (store_env_create(&db->env, dir, readonly, 4, JOURNAL_MAP, "the milter journal",
+			     err, errlen) != 0) {
 		free(db);
 		return NULL;
 	}
-	if ((rc = mdb_env_create(&db->env)) != 0 || (rc = mdb_env_set_maxdbs(db->env, 4)) != 0
-	    || (rc = mdb_env_set_mapsize(db->env, JOURNAL_MAP)) != 0
-	    || (rc = store_env_open(db->env, dir, readonly)) != 0
-	    || (rc = mdb_txn_begin(db->env, NULL, readonly ? MDB_RDONLY : 0, &txn)) != 0
-	    || (rc = mdb_dbi_open(txn, "jrnl", flags, &db->jrnl)) != 0
-	    || (rc = mdb_dbi_open(txn, "jidx", flags | MDB_DUPSORT, &db->jidx)) != 0
-	    || (rc = mdb_txn_commit(txn)) != 0) {
-		if (txn && rc != 0)
-			mdb_txn_abort(txn);
-		snprintf(err, errlen, "%s: cannot open the milter journal: %s", dir, mdb_strerror(rc));
-		if (db->env)
-			mdb_env_close(db->env);
+	rc = store_tables_open(db->env, readonly, tables, sizeof(tables) / sizeof(tables[0]));
+	if (rc != 0) {
+		snprintf(err, errlen, "%s: cannot open the milter journal: %s", dir,
+			 mdb_strerror(rc));
+		mdb_env_close(db->env);
 		free(db);
 		return NULL;
-	}
-	if (!readonly) {
-		int dead;
-
-		store_lock_share(dir);
-		mdb_reader_check(db->env, &dead);
 	}
 	return db;
 }
@@ -89,20 +72,8 @@ void journal_db_close(struct journal_db **dbp)
 /* jkey - time . seq, big-endian */
 static void jkey(unsigned char key[JKEY_LEN], uint64_t t, uint32_t seq)
 {
-	for (int i = 7; i >= 0; i--, t >>= 8)
-		key[i] = (unsigned char)(t & 0xff);
-	for (int i = 11; i >= 8; i--, seq >>= 8)
-		key[i] = (unsigned char)(seq & 0xff);
-}
-
-/* jkey_time - the time of a jrnl key */
-static uint64_t jkey_time(const unsigned char *kb)
-{
-	uint64_t t = 0;
-
-	for (int i = 0; i < 8; i++)
-		t = t << 8 | kb[i];
-	return t;
+	be_put(key, t, 8);
+	be_put(key + 8, seq, 4);
 }
 
 /* jidx_op - add or delete one index entry; an empty value has none */
@@ -132,37 +103,39 @@ static int jindex(MDB_txn *txn, const struct journal_db *db, int add, const stru
 	return rc ? rc : jidx_op(txn, db, add, 'q', r->mta_qid, strlen(r->mta_qid), key);
 }
 
+/* A prune: the journal, and the time records older than go. */
+struct jprune {
+	const struct journal_db *db;
+	uint64_t before;
+};
+
+/* prune_record - a record older than before loses its index entries (a
+ * front_fn: store_take_front deletes it); TAKE_STOP at the first younger
+ * one */
+static int prune_record(MDB_txn *txn, const MDB_val *k, const MDB_val *v, void *arg)
+{
+	const struct jprune *p = arg;
+	unsigned char key[JKEY_LEN];
+	struct journal_rec r;
+	int rc = 0;
+
+	if (k->mv_size != JKEY_LEN || be_get(k->mv_data, 8) >= p->before)
+		return TAKE_STOP;
+	memcpy(key, k->mv_data, JKEY_LEN);	/* LMDB's copy may move with the update */
+	if (journal_rec_decode(v->mv_data, v->mv_size, &r) == 0) {
+		rc = jindex(txn, p->db, 0, &r, key);
+		journal_rec_clear(&r);
+	}
+	return rc;
+}
+
 /* prune - drop up to JPRUNE_MAX records older than before */
 static int prune(MDB_txn *txn, const struct journal_db *db, uint64_t before)
 {
-	MDB_cursor *cur;
-	MDB_val k, v;
-	int rc, n = 0;
+	struct jprune p = {db, before};
+	size_t n;
 
-	if ((rc = mdb_cursor_open(txn, db->jrnl, &cur)) != 0)
-		return rc;
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && n < JPRUNE_MAX;
-	     rc = mdb_cursor_get(cur, &k, &v, MDB_GET_CURRENT), n++) {
-		const unsigned char *kb = k.mv_data;
-		unsigned char key[JKEY_LEN];
-		struct journal_rec r;
-
-		if (k.mv_size != JKEY_LEN)
-			break;
-		if (jkey_time(kb) >= before)
-			break;
-		memcpy(key, kb, JKEY_LEN);
-		if (journal_rec_decode(v.mv_data, v.mv_size, &r) == 0) {
-			rc = jindex(txn, db, 0, &r, key);
-			journal_rec_clear(&r);
-			if (rc != 0)
-				break;
-		}
-		if ((rc = mdb_cursor_del(cur, 0)) != 0)
-			break;
-	}
-	mdb_cursor_close(cur);
-	return rc == 0 || rc == MDB_NOTFOUND || rc == EINVAL ? 0 : rc;
+	return store_take_front(txn, db->jrnl, JPRUNE_MAX, &n, prune_record, &p);
 }
 
 /* journal_db_append - n records (and a bounded prune) in one durable commit */
@@ -239,57 +212,62 @@ int journal_db_find(struct journal_db *db, char kind, const void *key, size_t kl
 	return (int)n;
 }
 
-/* journal_db_foreach_range - the records of a time range, oldest first:
- * a batch per read transaction, which ends before fn sees the batch, so a
- * slow consumer pins no pages and memory stays one batch */
+/* One batch of journal_db_foreach_range. */
+struct jrange {
+	uint64_t to_us;
+	journal_fn fn;
+	void *arg;
+	struct journal_rec *recs;
+	size_t n;
+	int stop;
+};
+
+/* jrange_step - a record of the range, decoded into the batch */
+static int jrange_step(MDB_txn *txn, const MDB_val *k, const MDB_val *v, struct read_pos *pos,
+		       void *arg)
+{
+	struct jrange *b = arg;
+
+	(void)txn;
+	(void)pos;
+	if (k->mv_size != JKEY_LEN)
+		return READ_SKIP;
+	if (be_get(k->mv_data, 8) >= b->to_us)
+		return READ_END;
+	if (journal_rec_decode(v->mv_data, v->mv_size, &b->recs[b->n]) != 0)
+		return READ_SKIP;
+	b->n++;
+	return READ_TAKE;
+}
+
+/* jrange_flush - hand the batch on, outside the read transaction */
+static int jrange_flush(void *arg)
+{
+	struct jrange *b = arg;
+
+	for (size_t i = 0; i < b->n; i++) {
+		if (!b->stop)
+			b->stop = b->fn(&b->recs[i], b->arg);
+		journal_rec_clear(&b->recs[i]);
+	}
+	b->n = 0;
+	return b->stop;
+}
+
+/* journal_db_foreach_range - the records of a time range, oldest first, in
+ * batches (store_env_read_batches): a slow consumer pins no pages and
+ * memory stays one batch; fn's non-zero return stops the walk */
 int journal_db_foreach_range(struct journal_db *db, uint64_t from_us, uint64_t to_us,
 			     journal_fn fn, void *arg)
 {
-	struct journal_rec *recs = xcalloc(JREAD_BATCH, sizeof(*recs));
-	unsigned char after[JKEY_LEN];
-	int stop = 0, more = 1, started = 0;
+	struct jrange b = {to_us, fn, arg, NULL, 0, 0};
+	struct read_pos pos = {.len = JKEY_LEN, .after = 0};
+	int rc;
 
-	jkey(after, from_us, 0);
-	while (more && !stop) {
-		MDB_val k = {JKEY_LEN, after}, v;
-		MDB_cursor *cur;
-		MDB_txn *txn;
-		size_t got = 0;
-		int rc;
-
-		if (mdb_txn_begin(db->env, NULL, MDB_RDONLY, &txn) != 0) {
-			free(recs);
-			return -1;
-		}
-		if (mdb_cursor_open(txn, db->jrnl, &cur) != 0) {
-			mdb_txn_abort(txn);
-			free(recs);
-			return -1;
-		}
-		rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-		if (rc == 0 && started && k.mv_size == JKEY_LEN && memcmp(k.mv_data, after, JKEY_LEN) == 0)
-			rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
-		for (; rc == 0 && got < JREAD_BATCH; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-			if (k.mv_size != JKEY_LEN)
-				continue;
-			if (jkey_time(k.mv_data) >= to_us) {
-				rc = MDB_NOTFOUND;
-				break;
-			}
-			memcpy(after, k.mv_data, JKEY_LEN);
-			started = 1;
-			if (journal_rec_decode(v.mv_data, v.mv_size, &recs[got]) == 0)
-				got++;
-		}
-		more = rc == 0;
-		mdb_cursor_close(cur);
-		mdb_txn_abort(txn);
-		for (size_t i = 0; i < got; i++) {
-			if (!stop)
-				stop = fn(&recs[i], arg);
-			journal_rec_clear(&recs[i]);
-		}
-	}
-	free(recs);
-	return stop;
+	jkey(pos.key, from_us, 0);
+	b.recs = xcalloc(JREAD_BATCH, sizeof(*b.recs));
+	rc = store_env_read_batches(db->env, db->jrnl, &pos, JREAD_BATCH, jrange_step, jrange_flush,
+				    &b);
+	free(b.recs);
+	return rc;
 }

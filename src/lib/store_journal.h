@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "queue.h"
+#include "hist.h"
 
 struct journal_db;
 

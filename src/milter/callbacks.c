@@ -22,7 +22,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "milter.h"
-#include "queue.h"
+#include "hist.h"
 #include "textesc.h"
 #include "xalloc.h"
 

@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "hist.h"
 #include "qshape.h"
 #include "queue.h"
 

@@ -22,7 +22,7 @@
  * the current one).
  *
  * History records are written with the batch; their lookup index is not
- * (see store.c). The writer adds it when it would otherwise wait: once no
+ * (see store_hist.c). The writer adds it when it would otherwise wait: once no
  * batch has come for HIST_INDEX_QUIET_MS, and while no job is queued, one
  * bounded transaction at a time, so that mail arriving meanwhile waits for
  * one at most (segment_rotate's transaction may run alongside: LMDB takes

@@ -152,7 +152,7 @@ tap_like "the peer queued ok@ and later@ separately ($ok_sink, $later_sink)" "$o
 	'^SINK[0-9]{4} SINK[0-9]{4}$'
 
 # --- the history index ----------------------------------------------------------
-# ternd writes a history record's lookup index once it is idle (store.c):
+# ternd writes a history record's lookup index once it is idle (store_hist.c):
 # then no record is left pending, and the lookups below go through it.
 # (check_history covers lookups of pending records.)
 _table_entries() { mdb_stat -s "$1" "$TERND_DIR/state/queue" | awk '/Entries:/ { print $2 }'; }

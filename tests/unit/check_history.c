@@ -342,6 +342,71 @@ static int put_many(struct store_txn *t, void *arg)
 	return 0;
 }
 
+/* Attempts enough for three read batches (store_read_batches reads
+ * STORE_FOREACH_BATCH, 512, a transaction): one a microsecond from T0. */
+#define MANY_ATTEMPTS 1300
+
+/* put_attempts - MANY_ATTEMPTS attempts, recipient index i at T0 + i */
+static int put_attempts(struct store_txn *t, void *arg)
+{
+	int rc;
+
+	(void)arg;
+	for (uint32_t i = 0; i < MANY_ATTEMPTS; i++) {
+		struct hist_rec h = attempt_rec("0000000000AAA", T0 + i, i, "r@x.example", RCPT_SENT);
+
+		if ((rc = store_hist_put(t, &h)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* A walk over a time range: how many, the index seen last, where it stops. */
+struct range_walk {
+	uint32_t n, first, last, stop_at;
+};
+
+/* range_fn - store_hist_foreach_range callback: time order, each once */
+static int range_fn(const struct hist_rec *h, void *arg)
+{
+	struct range_walk *w = arg;
+
+	ck_assert_uint_eq(h->time_us, T0 + h->idx);
+	if (w->n == 0)
+		w->first = h->idx;
+	else
+		ck_assert_uint_eq(h->idx, w->last + 1);
+	w->last = h->idx;
+	w->n++;
+	return w->stop_at && w->n == w->stop_at ? 5 : 0;
+}
+
+/* store_hist_foreach_range goes on across read batches, from its first
+ * time to the one before its last, and stops where fn does */
+START_TEST(test_hist_range_batches)
+{
+	struct range_walk w = {0, 0, 0, 0};
+	char err[512] = "";
+
+	ck_assert_msg(store_write(st, put_attempts, NULL, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(store_hist_foreach_range(st, T0, T0 + MANY_ATTEMPTS, range_fn, &w), 0);
+	ck_assert_uint_eq(w.n, MANY_ATTEMPTS);
+	ck_assert_uint_eq(w.last, MANY_ATTEMPTS - 1);
+	w = (struct range_walk){0, 0, 0, 0};
+	ck_assert_int_eq(store_hist_foreach_range(st, T0 + 100, T0 + 1200, range_fn, &w), 0);
+	ck_assert_uint_eq(w.n, 1100);
+	ck_assert_uint_eq(w.first, 100);
+	ck_assert_uint_eq(w.last, 1199);
+	w = (struct range_walk){0, 0, 0, 700};
+	ck_assert_int_eq(store_hist_foreach_range(st, T0 + 100, T0 + 1200, range_fn, &w), 5);
+	ck_assert_uint_eq(w.n, 700);
+	ck_assert_uint_eq(w.last, 799);
+	w = (struct range_walk){0, 0, 0, 0};
+	ck_assert_int_eq(store_hist_foreach_range(st, T0 + 5, T0 + 5, range_fn, &w), 0);
+	ck_assert_uint_eq(w.n, 0);
+}
+END_TEST
+
 /* One store_hist_index call adds about STORE_HIST_INDEX_ENTRIES entries:
  * records of 303 entries (q, t, m, 300 r) go four at a time. Lookups find
  * the indexed and the pending ones alike, in queue id order (here the
@@ -508,6 +573,7 @@ int main(void)
 	tcase_add_checked_fixture(ts, setup, teardown);
 	tcase_add_loop_test(ts, test_hist_store, 0, 3);
 	tcase_add_test(ts, test_hist_index_bounded);
+	tcase_add_test(ts, test_hist_range_batches);
 	tcase_add_test(ts, test_hist_index_over);
 	tcase_add_test(ts, test_journal_store);
 	tcase_set_timeout(ts, 60);

@@ -1034,6 +1034,67 @@ START_TEST(test_foreach_count)
 }
 END_TEST
 
+/* Messages enough for three read batches (store_read_batches reads
+ * STORE_FOREACH_BATCH, 512, a transaction). */
+#define MANY_MSGS 1100
+
+/* put_many_fn - MANY_MSGS messages, queue ids 1 ... MANY_MSGS */
+static int put_many_fn(struct store_txn *t, void *arg)
+{
+	struct q_msg m;
+	int rc;
+
+	(void)arg;
+	for (uint64_t i = 1; i <= MANY_MSGS; i++) {
+		char qid[QID_LEN + 1];
+
+		qid_format(i, qid);
+		msg_init(&m, qid, 0);
+		if ((rc = store_put_msg(t, &m)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* A walk's count, the queue id it saw last, and where it stops. */
+struct msg_walk {
+	uint64_t n, last, stop_at;
+};
+
+/* msg_walk_fn - store_foreach callback: queue ids come in order, each once */
+static int msg_walk_fn(const struct q_msg *m, const struct q_rcpt *r, size_t n, void *arg)
+{
+	struct msg_walk *w = arg;
+	uint64_t v = 0;
+
+	(void)r, (void)n;
+	ck_assert_int_eq(qid_parse(m->qid, &v), 0);
+	ck_assert_uint_eq(v, w->last + 1);
+	w->last = v;
+	w->n++;
+	return w->stop_at && w->n == w->stop_at ? 9 : 0;
+}
+
+/* store_foreach goes on across read batches, each message once, and
+ * stops where fn does, in a later batch too */
+START_TEST(test_foreach_batches)
+{
+	struct msg_walk w = {0, 0, 0};
+	char err[512] = "";
+
+	ck_assert_msg(store_write(st, put_many_fn, NULL, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(store_foreach(st, msg_walk_fn, &w), 0);
+	ck_assert_uint_eq(w.n, MANY_MSGS);
+	ck_assert_uint_eq(w.last, MANY_MSGS);
+	w = (struct msg_walk){0, 0, 600};
+	ck_assert_int_eq(store_foreach(st, msg_walk_fn, &w), 9);
+	ck_assert_uint_eq(w.n, 600);
+	w = (struct msg_walk){0, 0, 512};	/* the last of the first batch */
+	ck_assert_int_eq(store_foreach(st, msg_walk_fn, &w), 9);
+	ck_assert_uint_eq(w.n, 512);
+}
+END_TEST
+
 /* fail_fn - write a message, then fail: nothing may be committed */
 static int fail_fn(struct store_txn *t, void *arg)
 {
@@ -1217,7 +1278,7 @@ START_TEST(test_map_grows)
 }
 END_TEST
 
-/* raw_begin - LMDB directly on the closed store in qdir (store.c has no
+/* raw_begin - LMDB directly on the closed store in qdir (the store has no
  * way to write an old layout or a damaged record, and should not): a
  * transaction, read-only or not; raw_end commits it and closes */
 static MDB_txn *raw_begin(unsigned flags)
@@ -1243,7 +1304,7 @@ static void raw_end(MDB_txn *txn)
 
 /* layout1 - turn the closed store in qdir back into layout 1, as ternd
  * wrote it before: the schedule keyed next_us . qid . idx with the peer
- * as value, no "layout" in meta. LMDB directly: store.c has no way to
+ * as value, no "layout" in meta. LMDB directly: the store has no way to
  * write an old layout, and should not. */
 static void layout1(const struct due *e, size_t n)
 {
@@ -1920,6 +1981,7 @@ int main(void)
 	tcase_add_test(tc, test_meta);
 	tcase_add_test(tc, test_notices);
 	tcase_add_test(tc, test_foreach_count);
+	tcase_add_test(tc, test_foreach_batches);
 	tcase_add_test(tc, test_write_fails);
 	tcase_add_test(tc, test_txn_reads);
 	tcase_add_test(tc, test_readonly);
