@@ -9,6 +9,9 @@
 #include "conf.h"
 
 #define CLI_COMMON_OPTS "c:dfnv"
+/* the long options every program takes, for getopt_long: --help is -h
+ * (usage on the standard output, exit 0), --version is -V */
+#define CLI_LONG_OPTS {"help", no_argument, NULL, 'h'}, {"version", no_argument, NULL, 'V'}
 
 struct cli {
 	const char *conf_path;

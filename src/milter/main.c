@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -214,22 +215,25 @@ static void open_socket(const struct conf *conf, uid_t uid, gid_t gid)
 	}
 }
 
-/* usage - print usage and exit 2 */
-static void __attribute__((noreturn)) usage(void)
+/* usage - print usage and exit with status: 0 (--help) on the standard
+ * output, else on the standard error */
+static void __attribute__((noreturn)) usage(int status)
 {
-	fprintf(stderr, "usage: tern-milter [-dfnvV] [-c FILE] [-K FILE]\n"
+	fprintf(status ? stderr : stdout, "usage: tern-milter [-dfnvV] [-c FILE] [-K FILE]\n"
 		"  -c FILE  configuration file (default " CONF_DEFAULT_PATH ")\n"
 		"  -d       print every parameter with its default and exit\n"
 		"  -n       print the parameters the file sets and exit\n"
 		"  -f       stay in the foreground and log to stderr too\n"
 		"  -v       verbose logging\n"
 		"  -K FILE  create a new trace signing key in FILE (mode 0600) and exit\n"
-		"  -V       print the version and exit\n");
-	exit(2);
+		"  -V, --version  print the version and exit\n"
+		"  -h, --help     print this and exit\n");
+	exit(status);
 }
 
 int main(int argc, char **argv)
 {
+	static const struct option longopts[] = {CLI_LONG_OPTS, {NULL, 0, NULL, 0}};
 	struct cli cli;
 	struct conf *conf;
 	const struct conf_milter *m;
@@ -246,7 +250,7 @@ int main(int argc, char **argv)
 	closefrom(3);	/* what the caller left open is not ours: tern-milter(8) */
 	log_init(argv[0], "milter");
 	cli_init(&cli);
-	while ((ch = getopt(argc, argv, CLI_COMMON_OPTS "K:Vh")) != -1) {
+	while ((ch = getopt_long(argc, argv, CLI_COMMON_OPTS "K:Vh", longopts, NULL)) != -1) {
 		if (cli_option(&cli, ch, optarg))
 			continue;
 		if (ch == 'K') {
@@ -258,10 +262,10 @@ int main(int argc, char **argv)
 		}
 		if (ch == 'V')
 			cli_version();
-		usage();
+		usage(ch == 'h' ? 0 : 2);
 	}
 	if (optind != argc)
-		usage();
+		usage(2);
 	if (sodium_init() < 0)
 		log_fatal("cannot initialize libsodium");
 	conf_path = cli.conf_path;

@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -149,21 +150,24 @@ static int drain(void)
 	return left;
 }
 
-/* usage - print usage and exit 2 */
-static void __attribute__((noreturn)) usage(void)
+/* usage - print usage and exit with status: 0 (--help) on the standard
+ * output, else on the standard error */
+static void __attribute__((noreturn)) usage(int status)
 {
-	fprintf(stderr, "usage: ternd [-dfnvV] [-c FILE]\n"
+	fprintf(status ? stderr : stdout, "usage: ternd [-dfnvV] [-c FILE]\n"
 		"  -c FILE  configuration file (default " CONF_DEFAULT_PATH ")\n"
 		"  -d       print every parameter with its default and exit\n"
 		"  -n       print the parameters the file sets and exit\n"
 		"  -f       stay in the foreground and log to stderr too\n"
 		"  -v       verbose logging\n"
-		"  -V       print the version and exit\n");
-	exit(2);
+		"  -V, --version  print the version and exit\n"
+		"  -h, --help     print this and exit\n");
+	exit(status);
 }
 
 int main(int argc, char **argv)
 {
+	static const struct option longopts[] = {CLI_LONG_OPTS, {NULL, 0, NULL, 0}};
 	struct cli cli;
 	const struct conf_global *g;
 	char err[1024];
@@ -173,15 +177,15 @@ int main(int argc, char **argv)
 	closefrom(3);	/* what the caller left open is not ours: ternd(8) */
 	log_init(argv[0], "ternd");
 	cli_init(&cli);
-	while ((ch = getopt(argc, argv, CLI_COMMON_OPTS "Vh")) != -1) {
+	while ((ch = getopt_long(argc, argv, CLI_COMMON_OPTS "Vh", longopts, NULL)) != -1) {
 		if (cli_option(&cli, ch, optarg))
 			continue;
 		if (ch == 'V')
 			cli_version();
-		usage();
+		usage(ch == 'h' ? 0 : 2);
 	}
 	if (optind != argc)
-		usage();
+		usage(2);
 	if (sodium_init() < 0)
 		log_fatal("cannot initialize libsodium");
 	ternd.conf = cli_load_conf(&cli);
