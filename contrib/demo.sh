@@ -130,6 +130,9 @@ trace_key_file = $D/trace.key
 state_dir = $D/state
 spool_dir = $D/spool
 run_dir = $D/run
+# Both daemons also write their log lines here, as syslog would: pflogsumm
+# reads it (no syslog daemon needed).
+log_file = $D/tern.log
 
 [milter]
 listen = inet:$MILTER_PORT@127.0.0.1
@@ -198,6 +201,10 @@ if [ -x "$report" ]; then
 	say "tern-report: what happened"
 	"$report" -c "$D/tern.conf"
 fi
+say "pflogsumm: each hop's deliveries (README, Logs)"
+pflogsumm "$D/front/maillog" 2>/dev/null | grep -m1 ' delivered$' | sed 's/^ */Postfix into ternd: /'
+pflogsumm --syslog-name=tern "$D/tern.log" 2>/dev/null | grep -m1 ' delivered$' |
+	sed 's/^ */ternd to the smarthost: /'
 say "metrics"
 echo "ternd:       http://127.0.0.1:$METRICS_TERND/metrics"
 echo "tern-milter: http://127.0.0.1:$METRICS_MILTER/metrics"

@@ -30,6 +30,9 @@ tap_like "ternq trace: the attempt over TLS with the smarthost's queue id" "$tra
 tap_like "ternq trace: the final state" "$trace" ' final +[0-9A-Z]{13}: to=<user@example\.com>, status=sent'
 tap_like "tern-report: the burst in the grand totals" "$out" $'\n +50 +sent\n'
 tap_like "tern-report: the peer's row" "$out" $'\nsmarthost +50 +0 +0 '
+tap_like "pflogsumm on the front's maillog: 50 delivered into ternd" "$out" $'\nPostfix into ternd: 50 +delivered\n'
+tap_like "pflogsumm --syslog-name=tern on the demo's log_file: 50 delivered to the smarthost" "$out" \
+	$'\nternd to the smarthost: 50 +delivered\n'
 tap_like "metrics: 50 deliveries sent" "$out" 'tern_deliveries_total\{peer="smarthost",status="sent"\} 50'
 "$demo" stop >/dev/null 2>&1
 tap_is "demo.sh stop stops every listener" \
