@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "log.h"
 #include "milter.h"
 #include "store_journal.h"
@@ -30,15 +31,6 @@ static struct {
 	pthread_t thread;
 	uint64_t retention_us;
 } jq = {.lock = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER};
-
-/* wall_us - the time in microseconds */
-static uint64_t wall_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 /* journal_add - queue one record (strings copied); never blocks on disk */
 void journal_add(const struct journal_rec *r)
@@ -92,7 +84,7 @@ static void *writer(void *arg)
 				    dropped, dropped == 1 ? "" : "s");
 		if (n == 0)
 			break;	/* stopping, and drained */
-		now = wall_us();
+		now = now_us();
 		if (journal_db_append(jq.db, batch, n, now > jq.retention_us ? now - jq.retention_us : 0,
 				      err, sizeof(err)) < 0)
 			log_warning("journal: %zu record%s lost: %s", n, n == 1 ? "" : "s", err);

@@ -131,8 +131,7 @@ static int drain(void)
 
 	log_info("stopping: no new sessions");
 	listen_stop();
-	clock_gettime(CLOCK_REALTIME, &deadline);
-	deadline.tv_sec += 10;
+	clock_deadline(&deadline, 10000);
 	pthread_mutex_lock(&ternd.lock);
 	while (ternd.sessions > 0)
 		if (pthread_cond_timedwait(&ternd.ended, &ternd.lock, &deadline) == ETIMEDOUT)

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "clock.h"
 #include "conf.h"
 #include "qid.h"
 #include "queue.h"
@@ -75,7 +76,6 @@ static inline const struct conf *ternd_conf(void)
 void commit_start(void);
 void commit_stop(void);
 int commit_submit(struct job *job);
-uint64_t now_us(void);
 
 void listen_start(void);
 void listen_stop(void);

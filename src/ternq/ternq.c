@@ -29,6 +29,7 @@
 #include <sodium.h>
 
 #include "cli.h"
+#include "clock.h"
 #include "log.h"
 #include "privs.h"
 #include "qshape.h"
@@ -86,15 +87,6 @@ static void __attribute__((noreturn)) usage(void)
 		"SELECTORS: [--state queued|deferred|hold] [--peer P] [--older DURATION]\n"
 		"           [--sender ADDRESS] [--rcpt ADDRESS] [--domain DOMAIN]\n");
 	exit(EXIT_USAGE);
-}
-
-/* now_us - wall clock in microseconds */
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
 /* open_store - the queue database, read-only or for writing */
@@ -368,15 +360,6 @@ static int cmd_cat(struct ternq *q, const char *qid)
 	}
 	q_msg_clear(&m);
 	return rc;
-}
-
-/* ms_now - monotonic milliseconds */
-static long long ms_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* control_wait - wait for events on fd until the deadline; -1 with errno
