@@ -29,6 +29,7 @@
 #include "privs.h"
 #include "relay.h"
 #include "session.h"
+#include "spanfile.h"
 #include "stats.h"
 #include "ternd.h"
 #include "xalloc.h"
@@ -142,7 +143,7 @@ static int drain(void)
 			    left, left == 1 ? "" : "s");
 	pthread_mutex_unlock(&ternd.lock);
 	relay_stop();
-	otlp_stop();	/* after the last attempt */
+	spanfile_stop();	/* after the last attempt */
 	commit_stop();
 	stats_stop();
 	return left;
@@ -219,7 +220,7 @@ int main(int argc, char **argv)
 	lock_pid_file();
 	listen_setup();
 	control_setup();
-	otlp_open(ternd.conf);
+	spanfile_open(ternd.conf);
 	if (!cli.foreground) {
 		if (privs_daemonize(err, sizeof(err)) < 0)
 			log_fatal("%s", err);
@@ -269,7 +270,7 @@ int main(int argc, char **argv)
 	 * after the signal mask, which its thread inherits */
 	stats_start(ternd.conf);
 	commit_start();
-	otlp_start();
+	spanfile_start();
 	relay_start();
 	control_start();
 	listen_start();

@@ -42,6 +42,7 @@
 #include "queue_ops.h"
 #include "relay.h"
 #include "smtp_cmd.h"
+#include "spanfile.h"
 #include "stats.h"
 #include "ternd.h"
 #include "textesc.h"
@@ -675,7 +676,7 @@ static void emit_spans(const struct result *res)
 		a.spans = sp;
 		line = xmalloc(cap);
 		if (otlp_line(&a, line, cap) > 0)
-			otlp_add(line);	/* the writer frees it */
+			spanfile_add(line);	/* the writer frees it */
 		else
 			free(line);
 	}
@@ -1386,7 +1387,7 @@ static void record(struct attempt *a, struct peer_rt *rt, const struct conn *c,
 		log_info("%s: removed from the queue during the delivery attempt", a->qid);
 	} else {
 		log_outcomes(res);
-		if (otlp_enabled())
+		if (spanfile_enabled())
 			emit_spans(res);
 		for (size_t i = 0; i < res->nout; i++)
 			stats_delivery(rt->name, res->out[i].state, res->out[i].esc);

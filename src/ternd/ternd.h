@@ -83,11 +83,4 @@ void control_setup(void);
 void control_start(void);
 int recover(char *err, size_t errlen);
 
-/* otlp_spans_file: delivery spans, written without blocking delivery */
-void otlp_open(const struct conf *conf);
-int otlp_enabled(void);
-void otlp_add(char *line);
-void otlp_start(void);
-void otlp_stop(void);
-
 #endif
