@@ -439,22 +439,29 @@ START_TEST(test_own_files)
 }
 END_TEST
 
-START_TEST(test_open_body)
+/* second_body - two bodies in segment 1f; m is the second's record */
+static void second_body(struct q_msg *m)
 {
 	struct iovec a[] = {{"first body\r\n", 12}}, b[] = {{"second body\r\n", 13}};
+
+	spool_start_segment(sp, 0x1f);
+	append(a, 1, 0x1f, 0);
+	append(b, 1, 0x1f, 12);
+	memset(m, 0, sizeof(*m));
+	memcpy(m->qid, "0000000000BBB", QID_LEN + 1);
+	m->seg_id = 0x1f;
+	m->offset = 12;
+	m->size = 13;
+}
+
+START_TEST(test_open_body)
+{
 	struct q_msg m;
 	char got[32];
 	off_t off = -1;
 	int fd;
 
-	spool_start_segment(sp, 0x1f);
-	append(a, 1, 0x1f, 0);
-	append(b, 1, 0x1f, 12);
-	memset(&m, 0, sizeof(m));
-	memcpy(m.qid, "0000000000BBB", QID_LEN + 1);
-	m.seg_id = 0x1f;
-	m.offset = 12;
-	m.size = 13;
+	second_body(&m);
 	fd = spool_open_body(sp, &m, &off);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(off, 12);
@@ -472,20 +479,12 @@ END_TEST
 
 START_TEST(test_body_digest)
 {
-	struct iovec a[] = {{"first body\r\n", 12}}, b[] = {{"second body\r\n", 13}};
 	struct q_msg m;
 	char *copied = NULL;
 	size_t copied_len = 0;
 	FILE *copy;
 
-	spool_start_segment(sp, 0x1f);
-	append(a, 1, 0x1f, 0);
-	append(b, 1, 0x1f, 12);
-	memset(&m, 0, sizeof(m));
-	memcpy(m.qid, "0000000000BBB", QID_LEN + 1);
-	m.seg_id = 0x1f;
-	m.offset = 12;
-	m.size = 13;
+	second_body(&m);
 	crypto_generichash(m.digest, sizeof(m.digest), (const unsigned char *)"second body\r\n", 13,
 			   NULL, 0);
 	ck_assert_int_eq(spool_body_digest(sp, &m, NULL), 0);
