@@ -4,7 +4,15 @@
  * Each recipient's outcome is a client span (kind 3) under the message's
  * trace, its parent the span ternd read from Traceparent; times are Unix
  * nanoseconds as decimal strings, ids lower-case hex, as the OTLP/JSON
- * mapping wants. Never emits a partial line: 0 when it does not fit.
+ * mapping wants. The line is built with jansson, so it is JSON by
+ * construction; text from mail or from a peer that is not UTF-8 becomes
+ * '?' first (JSON is UTF-8). Never emits a partial line: 0 when it does
+ * not fit.
+ *
+ * The escapes stay what the span file has always held: jansson writes a
+ * control character as \t, \n, \r, \b, \f or \u00XX (upper case) and DEL
+ * as itself; the writer below turns each into \u00xx (lower case), so a
+ * line is the same octets as before the switch to jansson.
  */
 #include "config.h"
 
@@ -12,17 +20,22 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <jansson.h>
 #include <sodium.h>
 
 #include "otlp.h"
+#include "xalloc.h"
 
 struct out {
 	char *p;
 	size_t len, cap;
 	int full;
+	enum { O_TEXT, O_STRING, O_ESCAPE, O_HEX } state;
+	int hex_left;			/* O_HEX: digits of \uXXXX still to come */
 };
 
-/* emit - append text */
+/* emit - append octets; full (and nothing more) when they do not fit,
+ * leaving room for the NUL */
 static void emit(struct out *o, const char *s, size_t n)
 {
 	if (o->full || n >= o->cap - o->len) {
@@ -34,117 +47,197 @@ static void emit(struct out *o, const char *s, size_t n)
 	o->p[o->len] = '\0';
 }
 
-/* lit - append a literal */
-static void lit(struct out *o, const char *s)
+/* emit_control - a control character (or DEL) as \u00xx */
+static void emit_control(struct out *o, unsigned char c)
 {
-	emit(o, s, strlen(s));
+	char esc[8];
+
+	snprintf(esc, sizeof(esc), "\\u%04x", c);
+	emit(o, esc, 6);
 }
 
-/* utf8_len - the length of a well-formed UTF-8 sequence at s, or 0 */
+/* short_escape - the control character of jansson's \b \f \n \r \t, or -1 */
+static int short_escape(unsigned char c)
+{
+	switch (c) {
+	case 'b':
+		return '\b';
+	case 'f':
+		return '\f';
+	case 'n':
+		return '\n';
+	case 'r':
+		return '\r';
+	case 't':
+		return '\t';
+	default:
+		return -1;
+	}
+}
+
+/* dump_octets - json_dump_callback's sink: jansson's text, its escapes
+ * inside strings rewritten as the header says */
+static int dump_octets(const char *buf, size_t n, void *arg)
+{
+	struct out *o = arg;
+
+	for (size_t i = 0; i < n && !o->full; i++) {
+		unsigned char c = (unsigned char)buf[i];
+		int ctl;
+
+		switch (o->state) {
+		case O_TEXT:
+			if (c == '"')
+				o->state = O_STRING;
+			emit(o, buf + i, 1);
+			break;
+		case O_STRING:
+			if (c == '\\') {
+				o->state = O_ESCAPE;	/* written with what follows */
+				break;
+			}
+			if (c == '"')
+				o->state = O_TEXT;
+			if (c == 0x7f)
+				emit_control(o, c);
+			else
+				emit(o, buf + i, 1);
+			break;
+		case O_ESCAPE:
+			o->state = O_STRING;
+			if (c == 'u') {
+				emit(o, "\\u", 2);
+				o->state = O_HEX;
+				o->hex_left = 4;
+			} else if ((ctl = short_escape(c)) >= 0) {
+				emit_control(o, (unsigned char)ctl);
+			} else {
+				emit(o, "\\", 1);
+				emit(o, buf + i, 1);
+			}
+			break;
+		case O_HEX:
+			c = c >= 'A' && c <= 'F' ? (unsigned char)(c - 'A' + 'a') : c;
+			emit(o, (const char *)&c, 1);
+			if (--o->hex_left == 0)
+				o->state = O_STRING;
+			break;
+		}
+	}
+	return o->full ? -1 : 0;
+}
+
+/* utf8_len - the length of a well-formed UTF-8 sequence at s (no
+ * overlong form, surrogate or code point past U+10FFFF), or 0 */
 static size_t utf8_len(const unsigned char *s)
 {
-	size_t n = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+	unsigned char lo = 0x80, hi = 0xbf;
+	size_t n;
 
-	for (size_t i = 1; i < n; i++)
+	if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+		n = 2;
+	} else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+		n = 3;
+		lo = s[0] == 0xe0 ? 0xa0 : lo;
+		hi = s[0] == 0xed ? 0x9f : hi;
+	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+		n = 4;
+		lo = s[0] == 0xf0 ? 0x90 : lo;
+		hi = s[0] == 0xf4 ? 0x8f : hi;
+	} else {
+		return 0;
+	}
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
 		if ((s[i] & 0xc0) != 0x80)
 			return 0;
 	return n;
 }
 
-/* str - append a JSON string: quotes, backslashes and controls escaped,
- * octets that are not UTF-8 as '?' (JSON is UTF-8) */
-static void str(struct out *o, const char *s)
+/* str - a JSON string of s (NULL: ""), octets that are not UTF-8 as '?' */
+static json_t *str(const char *s)
 {
-	lit(o, "\"");
-	for (; s && *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		char esc[8];
-		size_t n;
+	size_t len = s ? strlen(s) : 0, n = 0;
+	char *t = xmalloc(len + 1);
+	json_t *j;
 
-		if (c >= 0x80) {
-			if ((n = utf8_len((const unsigned char *)s)) == 0) {
-				lit(o, "?");
-			} else {
-				emit(o, s, n);
-				s += n - 1;
-			}
-		} else if (c == '"' || c == '\\') {
-			esc[0] = '\\', esc[1] = (char)c, esc[2] = '\0';
-			lit(o, esc);
-		} else if (c < 0x20 || c == 0x7f) {
-			snprintf(esc, sizeof(esc), "\\u%04x", c);
-			lit(o, esc);
+	for (size_t i = 0; i < len;) {
+		size_t k = (unsigned char)s[i] < 0x80 ? 1 : utf8_len((const unsigned char *)s + i);
+
+		if (k == 0) {
+			t[n++] = '?';
+			i++;
 		} else {
-			emit(o, (const char *)&c, 1);
+			memcpy(t + n, s + i, k);
+			n += k;
+			i += k;
 		}
 	}
-	lit(o, "\"");
+	j = json_stringn(t, n);
+	free(t);
+	return j;
 }
 
-/* hex - append octets as a JSON string of hex digits */
-static void hex(struct out *o, const unsigned char *p, size_t n)
+/* hex - octets as a JSON string of hex digits */
+static json_t *hex(const unsigned char *p, size_t n)
 {
 	char h[2 * 16 + 1];
 
 	sodium_bin2hex(h, sizeof(h), p, n);	/* n <= 16: trace and span ids */
-	lit(o, "\"");
-	lit(o, h);
-	lit(o, "\"");
+	return json_string(h);
 }
 
-/* attr - append one string attribute */
-static void attr(struct out *o, const char *key, const char *value, int first)
+/* attr - one string attribute */
+static json_t *attr(const char *key, const char *value)
 {
-	lit(o, first ? "{\"key\":" : ",{\"key\":");
-	str(o, key);
-	lit(o, ",\"value\":{\"stringValue\":");
-	str(o, value);
-	lit(o, "}}");
+	return json_pack("{s:s,s:{s:o}}", "key", key, "value", "stringValue", str(value));
+}
+
+/* span - one recipient's span */
+static json_t *span(const struct otlp_attempt *a, const struct otlp_span *s)
+{
+	char start[32], end[32], use[16];
+	json_t *status;
+
+	snprintf(start, sizeof(start), "%" PRIu64 "000", a->start_us);
+	snprintf(end, sizeof(end), "%" PRIu64 "000", a->end_us);
+	snprintf(use, sizeof(use), "%u", a->conn_use);
+	status = s->ok ? json_pack("{s:i}", "code", 1)
+		       : json_pack("{s:i,s:o}", "code", 2, "message", str(s->reply));
+	return json_pack("{s:o,s:o,s:o,s:s,s:i,s:s,s:s,s:[o,o,o,o,{s:s,s:{s:s}},o,o,o,o,o],s:o}",
+			 "traceId", hex(a->trace_id, sizeof(a->trace_id)),
+			 "spanId", hex(s->span_id, sizeof(s->span_id)),
+			 "parentSpanId", hex(a->parent_id, sizeof(a->parent_id)),
+			 "name", "deliver", "kind", 3,
+			 "startTimeUnixNano", start, "endTimeUnixNano", end,
+			 "attributes",
+			 attr("tern.queue_id", a->qid), attr("tern.peer", a->peer),
+			 attr("tern.relay", a->relay), attr("tern.tls", a->tls),
+			 "key", "tern.conn_use", "value", "intValue", use,
+			 attr("tern.recipient", s->rcpt), attr("tern.status", s->status),
+			 attr("tern.dsn", s->dsn), attr("tern.reply", s->reply),
+			 attr("tern.peer_queue_id", s->peer_qid),
+			 "status", status);
 }
 
 /* otlp_line - the attempt as one line (with its newline); its length, or 0 */
 size_t otlp_line(const struct otlp_attempt *a, char *buf, size_t cap)
 {
-	struct out o = {buf, 0, cap, cap == 0};
-	char num[256];
+	struct out o = {buf, 0, cap, cap == 0, O_TEXT, 0};
+	json_t *spans = json_array(), *line;
 
-	lit(&o, "{\"resourceSpans\":[{\"resource\":{\"attributes\":[");
-	attr(&o, "service.name", a->service, 1);
-	attr(&o, "host.name", a->host, 0);
-	lit(&o, "]},\"scopeSpans\":[{\"scope\":{\"name\":\"tern\"},\"spans\":[");
-	for (size_t i = 0; i < a->nspans; i++) {
-		const struct otlp_span *s = &a->spans[i];
-
-		lit(&o, i ? ",{\"traceId\":" : "{\"traceId\":");
-		hex(&o, a->trace_id, sizeof(a->trace_id));
-		lit(&o, ",\"spanId\":");
-		hex(&o, s->span_id, sizeof(s->span_id));
-		lit(&o, ",\"parentSpanId\":");
-		hex(&o, a->parent_id, sizeof(a->parent_id));
-		snprintf(num, sizeof(num), ",\"name\":\"deliver\",\"kind\":3,\"startTimeUnixNano\":\"%" PRIu64
-			 "000\",\"endTimeUnixNano\":\"%" PRIu64 "000\",\"attributes\":[", a->start_us,
-			 a->end_us);
-		lit(&o, num);
-		attr(&o, "tern.queue_id", a->qid, 1);
-		attr(&o, "tern.peer", a->peer, 0);
-		attr(&o, "tern.relay", a->relay, 0);
-		attr(&o, "tern.tls", a->tls, 0);
-		snprintf(num, sizeof(num), ",{\"key\":\"tern.conn_use\",\"value\":{\"intValue\":\"%u\"}}",
-			 a->conn_use);
-		lit(&o, num);
-		attr(&o, "tern.recipient", s->rcpt, 0);
-		attr(&o, "tern.status", s->status, 0);
-		attr(&o, "tern.dsn", s->dsn, 0);
-		attr(&o, "tern.reply", s->reply, 0);
-		attr(&o, "tern.peer_queue_id", s->peer_qid, 0);
-		if (s->ok) {
-			lit(&o, "],\"status\":{\"code\":1}}");
-		} else {
-			lit(&o, "],\"status\":{\"code\":2,\"message\":");
-			str(&o, s->reply);
-			lit(&o, "}}");
-		}
-	}
-	lit(&o, "]}]}]}\n");
+	for (size_t i = 0; i < a->nspans; i++)
+		if (json_array_append_new(spans, span(a, &a->spans[i])) < 0)
+			o.full = 1;	/* no partial line: none at all */
+	line = json_pack("{s:[{s:{s:[o,o]},s:[{s:{s:s},s:o}]}]}",
+			 "resourceSpans",
+			 "resource", "attributes",
+			 attr("service.name", a->service), attr("host.name", a->host),
+			 "scopeSpans", "scope", "name", "tern", "spans", spans);
+	if (line == NULL || json_dump_callback(line, dump_octets, &o, JSON_COMPACT) < 0)
+		o.full = 1;
+	json_decref(line);
+	emit(&o, "\n", 1);
 	return o.full ? 0 : o.len;
 }

@@ -278,6 +278,27 @@ size_t smtp_data_finish(struct smtp_data *sd, char *out, size_t outcap)
 	return o;
 }
 
+/* smtp_data_scan - dotlines and 8bit of content ternd wrote itself (a
+ * DSN), found by a reader in BDAT mode as for received content; the
+ * canonical output is discarded */
+void smtp_data_scan(const char *p, size_t len, int *dotlines, int *eightbit)
+{
+	struct smtp_data sd = {0};	/* no limits */
+	char out[4096];
+
+	smtp_data_reset(&sd, SMTP_DATA_BDAT);
+	while (len > 0) {
+		size_t used, made;
+
+		(void)smtp_data_push(&sd, p, len, &used, out, sizeof(out), &made);
+		p += used;
+		len -= used;
+	}
+	(void)smtp_data_finish(&sd, out, sizeof(out));
+	*dotlines = sd.dotlines;
+	*eightbit = sd.eightbit;
+}
+
 /* smtp_data_errors - SMTP_DATA_ERR_* of the first error, 0 if none */
 unsigned smtp_data_errors(const struct smtp_data *sd)
 {

@@ -60,4 +60,8 @@ int smtp_data_dotlines(const struct smtp_data *sd);	/* a canonical line starts w
 int smtp_data_8bit(const struct smtp_data *sd);		/* an octet above 127 was seen */
 void smtp_data_free(struct smtp_data **sd);
 
+/* smtp_data_scan - what smtp_data_dotlines() and smtp_data_8bit() say of
+ * content that is canonical already, read in one call */
+void smtp_data_scan(const char *p, size_t len, int *dotlines, int *eightbit);
+
 #endif

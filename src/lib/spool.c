@@ -18,6 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "spool.h"
 #include "xalloc.h"
 
@@ -272,6 +274,40 @@ int spool_open_body(struct spool *sp, const struct q_msg *m, off_t *offset)
 	seg_name(m->seg_id, name);
 	*offset = (off_t)m->offset;
 	return openat(sp->segdir, name, O_RDONLY | O_CLOEXEC);
+}
+
+/* spool_body_digest - read m's body where it is stored, BLAKE2b it and
+ * check it against m's digest; with copy, every octet read is written
+ * there too (ternq cat). 0: whole and matching; SPOOL_BODY_SHORT: the
+ * file ends (or fails) before m->size octets; SPOOL_BODY_MISMATCH; -1
+ * with errno when the file cannot be opened */
+int spool_body_digest(struct spool *sp, const struct q_msg *m, FILE *copy)
+{
+	crypto_generichash_state h;
+	unsigned char digest[Q_DIGEST_BYTES], buf[65536];
+	uint64_t left = m->size;
+	off_t off;
+	int fd = spool_open_body(sp, m, &off);
+
+	if (fd < 0)
+		return -1;
+	crypto_generichash_init(&h, NULL, 0, sizeof(digest));
+	while (left > 0) {
+		ssize_t n = pread(fd, buf, left < sizeof(buf) ? (size_t)left : sizeof(buf), off);
+
+		if (n <= 0)
+			break;
+		crypto_generichash_update(&h, buf, (size_t)n);
+		if (copy)
+			fwrite(buf, 1, (size_t)n, copy);
+		off += n;
+		left -= (uint64_t)n;
+	}
+	close(fd);
+	crypto_generichash_final(&h, digest, sizeof(digest));
+	if (left > 0)
+		return SPOOL_BODY_SHORT;
+	return sodium_memcmp(digest, m->digest, sizeof(digest)) == 0 ? 0 : SPOOL_BODY_MISMATCH;
 }
 
 /* foreach_file - call fn for every regular entry of a spool directory */

@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -42,6 +43,9 @@ int spool_own_remove(struct spool *sp, const char *qid);
 int spool_seg_remove(struct spool *sp, uint64_t id);
 int spool_seg_truncate(struct spool *sp, uint64_t id, uint64_t length);
 int spool_open_body(struct spool *sp, const struct q_msg *m, off_t *offset);
+#define SPOOL_BODY_SHORT 1		/* spool_body_digest: fewer octets than m->size */
+#define SPOOL_BODY_MISMATCH 2		/* spool_body_digest: not the digest stored */
+int spool_body_digest(struct spool *sp, const struct q_msg *m, FILE *copy);
 typedef int (*spool_file_fn)(const char *name, void *arg);
 int spool_foreach_seg_file(struct spool *sp, spool_file_fn fn, void *arg);
 int spool_foreach_own_file(struct spool *sp, spool_file_fn fn, void *arg);

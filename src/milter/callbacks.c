@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "hdr_check.h"
 #include "log.h"
 #include "metrics.h"
@@ -537,10 +538,8 @@ static void journal(const struct session *s, const struct trace_decision *d, con
 		    const char *verdict)
 {
 	struct journal_rec r = {0};
-	struct timespec ts;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	r.time_us = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+	r.time_us = now_us();
 	if (d) {
 		memcpy(r.trace_id, d->tp.trace_id, sizeof(r.trace_id));
 		memcpy(r.span_id, d->tp.span_id, sizeof(r.span_id));

@@ -7,99 +7,53 @@
  */
 #include "config.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "log.h"
 #include "milter.h"
+#include "ring.h"
 #include "store_journal.h"
 #include "xalloc.h"
 
 #define JOURNAL_RING 4096
 
 static struct {
-	pthread_mutex_t lock;
-	pthread_cond_t work;
-	struct journal_rec ring[JOURNAL_RING];
-	size_t head, count;
-	unsigned long long dropped;
-	int running, stopping;
+	struct ring *ring;		/* set before smfi_main, never freed */
 	struct journal_db *db;
-	pthread_t thread;
 	uint64_t retention_us;
-} jq = {.lock = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER};
-
-/* wall_us - the time in microseconds */
-static uint64_t wall_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
+} jq;
 
 /* journal_add - queue one record (strings copied); never blocks on disk */
 void journal_add(const struct journal_rec *r)
 {
-	struct journal_rec *slot;
+	struct journal_rec copy;
 
-	pthread_mutex_lock(&jq.lock);
-	if (!jq.running || jq.stopping) {
-		pthread_mutex_unlock(&jq.lock);
+	if (jq.ring == NULL)
 		return;
-	}
-	if (jq.count == JOURNAL_RING) {
-		jq.dropped++;
-		pthread_mutex_unlock(&jq.lock);
-		return;
-	}
-	slot = &jq.ring[(jq.head + jq.count++) % JOURNAL_RING];
-	*slot = *r;
-	slot->mta_qid = xstrdup(r->mta_qid);
-	slot->client = xstrdup(r->client);
-	slot->sender = xstrdup(r->sender);
-	slot->verdict = xstrdup(r->verdict);
-	pthread_cond_signal(&jq.work);
-	pthread_mutex_unlock(&jq.lock);
+	copy = *r;
+	copy.mta_qid = xstrdup(r->mta_qid);
+	copy.client = xstrdup(r->client);
+	copy.sender = xstrdup(r->sender);
+	copy.verdict = xstrdup(r->verdict);
+	if (ring_put(jq.ring, &copy) < 0)
+		journal_rec_clear(&copy);
 }
 
-/* writer - the journal thread: one transaction per batch of records */
-static void *writer(void *arg)
+/* write_batch - the journal thread's part: one transaction per batch */
+static void write_batch(void *items, size_t n, void *arg)
 {
-	static struct journal_rec batch[JOURNAL_RING];
+	struct journal_rec *batch = items;
+	uint64_t now = now_us();
 	char err[256];
 
-	for (;;) {
-		unsigned long long dropped;
-		size_t n = 0;
-		uint64_t now;
-
-		pthread_mutex_lock(&jq.lock);
-		while (jq.count == 0 && !jq.stopping)
-			pthread_cond_wait(&jq.work, &jq.lock);
-		while (jq.count > 0) {
-			batch[n++] = jq.ring[jq.head];
-			jq.head = (jq.head + 1) % JOURNAL_RING;
-			jq.count--;
-		}
-		dropped = jq.dropped;
-		jq.dropped = 0;
-		pthread_mutex_unlock(&jq.lock);
-		if (dropped)
-			log_warning("journal: %llu record%s dropped: the writer could not keep up",
-				    dropped, dropped == 1 ? "" : "s");
-		if (n == 0)
-			break;	/* stopping, and drained */
-		now = wall_us();
-		if (journal_db_append(jq.db, batch, n, now > jq.retention_us ? now - jq.retention_us : 0,
-				      err, sizeof(err)) < 0)
-			log_warning("journal: %zu record%s lost: %s", n, n == 1 ? "" : "s", err);
-		for (size_t i = 0; i < n; i++)
-			journal_rec_clear(&batch[i]);
-	}
-	return arg;
+	(void)arg;
+	if (journal_db_append(jq.db, batch, n, now > jq.retention_us ? now - jq.retention_us : 0,
+			      err, sizeof(err)) < 0)
+		log_warning("journal: %zu record%s lost: %s", n, n == 1 ? "" : "s", err);
+	for (size_t i = 0; i < n; i++)
+		journal_rec_clear(&batch[i]);
 }
 
 /* journal_start - open STATE_DIR/journal and start the writer; without it
@@ -114,23 +68,20 @@ void journal_start(const struct conf *conf)
 		return;
 	}
 	jq.retention_us = (uint64_t)conf->ternd.history_retention * 1000;
-	if (pthread_create(&jq.thread, NULL, writer, NULL) != 0) {
+	jq.ring = ring_start("journal", "record", sizeof(struct journal_rec), JOURNAL_RING,
+			     write_batch, NULL);
+	if (jq.ring == NULL) {
 		log_warning("cannot start the journal thread; messages are not journaled");
 		journal_db_close(&jq.db);
-		return;
 	}
-	jq.running = 1;
 }
 
-/* journal_stop - write what is queued, stop the writer, close the journal */
+/* journal_stop - write what is queued, stop the writer, close the journal;
+ * the ring stays, for callbacks that still run after smfi_main() */
 void journal_stop(void)
 {
-	if (!jq.running)
+	if (jq.ring == NULL)
 		return;
-	pthread_mutex_lock(&jq.lock);
-	jq.stopping = 1;
-	pthread_cond_signal(&jq.work);
-	pthread_mutex_unlock(&jq.lock);
-	pthread_join(jq.thread, NULL);
+	ring_stop(jq.ring);
 	journal_db_close(&jq.db);
 }

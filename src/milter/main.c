@@ -28,6 +28,7 @@
 #include <sodium.h>
 
 #include "cli.h"
+#include "clock.h"
 #include "log.h"
 #include "metrics.h"
 #include "milter.h"
@@ -142,13 +143,7 @@ static int wait_for_sessions(long long timeout_ms)
 	struct timespec deadline;
 	int left;
 
-	clock_gettime(CLOCK_REALTIME, &deadline);
-	deadline.tv_sec += (time_t)(timeout_ms / 1000);
-	deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (deadline.tv_nsec >= 1000000000L) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000L;
-	}
+	clock_deadline(&deadline, timeout_ms);
 	pthread_mutex_lock(&milter_lock);
 	while (milter_sessions > 0)
 		if (pthread_cond_timedwait(&milter_idle, &milter_lock, &deadline) == ETIMEDOUT)

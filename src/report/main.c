@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "clock.h"
 #include "log.h"
 #include "privs.h"
 #include "report.h"
@@ -72,15 +73,6 @@ static void __attribute__((noreturn, format(printf, 2, 3))) die(int status, cons
 	fputc('\n', stderr);
 	va_end(ap);
 	exit(status);
-}
-
-/* now_us - wall clock in microseconds */
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
 /* slurp - a whole file of at most MERGE_FILE_MAX octets ("-": stdin) */

@@ -64,15 +64,6 @@ static int hist_unindexed = 1;		/* records may wait for their index (writer) */
 
 static pthread_t appender_thread, writer_thread;
 
-/* now_us - wall clock in microseconds */
-uint64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 /* commit_submit - queue a job and wait until it is committed (or failed) */
 int commit_submit(struct job *job)
 {
@@ -266,8 +257,7 @@ static size_t take_batch(struct job **jobs, size_t max)
 		while (ternd.head == NULL && !ternd.stopping) {
 			struct timespec t;
 
-			clock_gettime(CLOCK_REALTIME, &t);
-			t.tv_sec += 60;
+			clock_deadline(&t, 60000);
 			if (pthread_cond_timedwait(&ternd.work, &ternd.lock, &t) == ETIMEDOUT)
 				break;
 		}
@@ -495,10 +485,7 @@ static void *writer_main(void *arg)
 			 * would hold up the next batch. */
 			struct timespec t;
 
-			clock_gettime(CLOCK_REALTIME, &t);
-			t.tv_nsec += HIST_INDEX_QUIET_MS * 1000000L;
-			t.tv_sec += t.tv_nsec / 1000000000L;
-			t.tv_nsec %= 1000000000L;
+			clock_deadline(&t, HIST_INDEX_QUIET_MS);
 			quiet = pthread_cond_timedwait(&stage.cond, &stage.lock, &t) == ETIMEDOUT;
 		} else {
 			stage_wait(stage.waiting != NULL || stage.closed);

@@ -43,19 +43,11 @@
 #include <openssl/x509v3.h>
 #include <sodium.h>
 
+#include "clock.h"
 #include "conn.h"
 #include "stats.h"
 #include "log.h"
 #include "xalloc.h"
-
-/* ms_now - monotonic milliseconds */
-static long long ms_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* conn_fail - note why the connection failed; returns -1 */
 static int __attribute__((format(printf, 3, 4))) conn_fail(struct conn *c, int temporary, const char *fmt, ...)

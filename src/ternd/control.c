@@ -53,15 +53,6 @@ struct client {
 	struct ucred cred;
 };
 
-/* ms_now - monotonic milliseconds */
-static long long ms_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* control_request - answer one request line of the client cred */
 static void control_request(char *line, const struct ucred *cred, char *answer, size_t len)
 {

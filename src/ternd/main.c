@@ -30,6 +30,7 @@
 #include "privs.h"
 #include "relay.h"
 #include "session.h"
+#include "spanfile.h"
 #include "stats.h"
 #include "ternd.h"
 #include "xalloc.h"
@@ -132,8 +133,7 @@ static int drain(void)
 
 	log_info("stopping: no new sessions");
 	listen_stop();
-	clock_gettime(CLOCK_REALTIME, &deadline);
-	deadline.tv_sec += 10;
+	clock_deadline(&deadline, 10000);
 	pthread_mutex_lock(&ternd.lock);
 	while (ternd.sessions > 0)
 		if (pthread_cond_timedwait(&ternd.ended, &ternd.lock, &deadline) == ETIMEDOUT)
@@ -144,7 +144,7 @@ static int drain(void)
 			    left, left == 1 ? "" : "s");
 	pthread_mutex_unlock(&ternd.lock);
 	relay_stop();
-	otlp_stop();	/* after the last attempt */
+	spanfile_stop();	/* after the last attempt */
 	commit_stop();
 	stats_stop();
 	return left;
@@ -225,7 +225,7 @@ int main(int argc, char **argv)
 	lock_pid_file();
 	listen_setup();
 	control_setup();
-	otlp_open(ternd.conf);
+	spanfile_open(ternd.conf);
 	if (!cli.foreground) {
 		if (privs_daemonize(err, sizeof(err)) < 0)
 			log_fatal("%s", err);
@@ -275,7 +275,7 @@ int main(int argc, char **argv)
 	 * after the signal mask, which its thread inherits */
 	stats_start(ternd.conf);
 	commit_start();
-	otlp_start();
+	spanfile_start();
 	relay_start();
 	control_start();
 	listen_start();

@@ -14,9 +14,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-#include <sodium.h>
 
 #include "log.h"
 #include "queue_ops.h"
@@ -63,32 +60,6 @@ static int keep_seg(const struct store_seg *seg, void *arg)
 	return 0;
 }
 
-/* body_ok - does a message's stored body match its digest */
-static int body_ok(const struct q_msg *m)
-{
-	crypto_generichash_state h;
-	unsigned char digest[Q_DIGEST_BYTES], buf[65536];
-	uint64_t left = m->size;
-	off_t off;
-	int fd = spool_open_body(ternd.spool, m, &off);
-
-	if (fd < 0)
-		return 0;
-	crypto_generichash_init(&h, NULL, 0, sizeof(digest));
-	while (left > 0) {
-		ssize_t n = pread(fd, buf, left < sizeof(buf) ? (size_t)left : sizeof(buf), off);
-
-		if (n <= 0)
-			break;
-		crypto_generichash_update(&h, buf, (size_t)n);
-		off += n;
-		left -= (uint64_t)n;
-	}
-	close(fd);
-	crypto_generichash_final(&h, digest, sizeof(digest));
-	return left == 0 && memcmp(digest, m->digest, sizeof(digest)) == 0;
-}
-
 /* check_one - verify the digest of a message in a segment cut at recovery */
 static int check_one(const struct q_msg *m, const struct q_rcpt *r, size_t n, void *arg)
 {
@@ -102,7 +73,7 @@ static int check_one(const struct q_msg *m, const struct q_rcpt *r, size_t n, vo
 	if (!cut)
 		return 0;
 	c->checked++;
-	if (!body_ok(m)) {
+	if (spool_body_digest(ternd.spool, m, NULL) != 0) {
 		log_error("%s: body does not match its digest: holding it (ternq show %s)",
 			  m->qid, m->qid);
 		c->bad++;

@@ -42,6 +42,8 @@
 #include "queue_ops.h"
 #include "relay.h"
 #include "smtp_cmd.h"
+#include "smtp_data.h"
+#include "spanfile.h"
 #include "stats.h"
 #include "ternd.h"
 #include "textesc.h"
@@ -675,7 +677,7 @@ static void emit_spans(const struct result *res)
 		a.spans = sp;
 		line = xmalloc(cap);
 		if (otlp_line(&a, line, cap) > 0)
-			otlp_add(line);	/* the writer frees it */
+			spanfile_add(line);	/* the writer frees it */
 		else
 			free(line);
 	}
@@ -1386,7 +1388,7 @@ static void record(struct attempt *a, struct peer_rt *rt, const struct conn *c,
 		log_info("%s: removed from the queue during the delivery attempt", a->qid);
 	} else {
 		log_outcomes(res);
-		if (otlp_enabled())
+		if (spanfile_enabled())
 			emit_spans(res);
 		for (size_t i = 0; i < res->nout; i++)
 			stats_delivery(rt->name, res->out[i].state, res->out[i].esc);
@@ -2042,6 +2044,7 @@ static int enqueue_notice(const struct conf *conf, const char *id, const char *r
 	struct q_rcpt r = {0};
 	struct job job;
 	crypto_generichash_state h;
+	int dotlines, eightbit;
 
 	if (peer == NULL) {
 		char ea[TEXTESC_SIZE(SMTP_PATH_MAX)];
@@ -2056,14 +2059,9 @@ static int enqueue_notice(const struct conf *conf, const char *id, const char *r
 	m.nrcpt = m.nlive = 1;
 	m.sender = m.envid = m.helo = (char *)"";
 	m.client = (char *)"local";
-	if (smtputf8)
-		m.flags |= QMSG_SMTPUTF8;
-	for (size_t i = 0; i < len; i++)
-		if ((unsigned char)body[i] > 127)
-			m.flags |= QMSG_8BIT;
-	for (size_t i = 0; i + 1 < len; i++)
-		if (body[i] == '\n' && body[i + 1] == '.')
-			m.flags |= QMSG_DOTLINES;
+	smtp_data_scan(body, len, &dotlines, &eightbit);	/* as for received content */
+	m.flags = (smtputf8 ? QMSG_SMTPUTF8 : 0) | (dotlines ? QMSG_DOTLINES : 0)
+		  | (eightbit ? QMSG_8BIT : 0);
 	crypto_generichash_init(&h, NULL, 0, Q_DIGEST_BYTES);
 	crypto_generichash_update(&h, (const unsigned char *)body, len);
 	crypto_generichash_final(&h, m.digest, Q_DIGEST_BYTES);

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "clock.h"
 #include "conf.h"
 #include "qid.h"
 #include "queue.h"
@@ -75,19 +76,11 @@ static inline const struct conf *ternd_conf(void)
 void commit_start(void);
 void commit_stop(void);
 int commit_submit(struct job *job);
-uint64_t now_us(void);
 
 void listen_start(void);
 void listen_stop(void);
 void control_setup(void);
 void control_start(void);
 int recover(char *err, size_t errlen);
-
-/* otlp_spans_file: delivery spans, written without blocking delivery */
-void otlp_open(const struct conf *conf);
-int otlp_enabled(void);
-void otlp_add(char *line);
-void otlp_start(void);
-void otlp_stop(void);
 
 #endif

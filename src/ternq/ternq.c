@@ -29,6 +29,7 @@
 #include <sodium.h>
 
 #include "cli.h"
+#include "clock.h"
 #include "log.h"
 #include "privs.h"
 #include "qshape.h"
@@ -86,15 +87,6 @@ static void __attribute__((noreturn)) usage(void)
 		"SELECTORS: [--state queued|deferred|hold] [--peer P] [--older DURATION]\n"
 		"           [--sender ADDRESS] [--rcpt ADDRESS] [--domain DOMAIN]\n");
 	exit(EXIT_USAGE);
-}
-
-/* now_us - wall clock in microseconds */
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
 /* open_store - the queue database, read-only or for writing */
@@ -345,57 +337,28 @@ static int cmd_cat(struct ternq *q, const char *qid)
 {
 	struct q_msg m;
 	struct spool *sp;
-	crypto_generichash_state h;
-	unsigned char digest[Q_DIGEST_BYTES], buf[65536];
 	char err[512];
-	off_t off;
-	uint64_t left;
-	int fd, rc = store_get(q->store, qid, &m, NULL, NULL);
+	int rc = store_get(q->store, qid, &m, NULL, NULL);
 
 	if (rc != 0) {
 		fprintf(stderr, "ternq: %s: %s\n", qid, rc == 1 ? "not in the queue" : "cannot read");
 		return rc == 1 ? EXIT_NOTFOUND : EXIT_USAGE;
 	}
 	if ((sp = spool_open(q->conf->global.spool_dir, 0, err, sizeof(err))) == NULL
-	    || (fd = spool_open_body(sp, &m, &off)) < 0) {
+	    || (rc = spool_body_digest(sp, &m, stdout)) < 0) {
 		fprintf(stderr, "ternq: %s: cannot open the spool file: %s\n", qid,
 			sp ? strerror(errno) : err);
 		spool_close(&sp);
 		q_msg_clear(&m);
 		return EXIT_USAGE;
 	}
-	crypto_generichash_init(&h, NULL, 0, sizeof(digest));
-	for (left = m.size; left > 0;) {
-		ssize_t k = pread(fd, buf, left < sizeof(buf) ? (size_t)left : sizeof(buf), off);
-
-		if (k <= 0) {
-			fprintf(stderr, "ternq: %s: spool file is short\n", qid);
-			rc = EXIT_USAGE;
-			break;
-		}
-		crypto_generichash_update(&h, buf, (size_t)k);
-		fwrite(buf, 1, (size_t)k, stdout);
-		off += k;
-		left -= (uint64_t)k;
-	}
-	close(fd);
 	spool_close(&sp);
-	crypto_generichash_final(&h, digest, sizeof(digest));
-	if (rc == 0 && memcmp(digest, m.digest, sizeof(digest)) != 0) {
+	if (rc == SPOOL_BODY_SHORT)
+		fprintf(stderr, "ternq: %s: spool file is short\n", qid);
+	else if (rc == SPOOL_BODY_MISMATCH)
 		fprintf(stderr, "ternq: %s: body does not match its digest: spool damaged\n", qid);
-		rc = EXIT_USAGE;
-	}
 	q_msg_clear(&m);
-	return rc;
-}
-
-/* ms_now - monotonic milliseconds */
-static long long ms_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return rc == 0 ? 0 : EXIT_USAGE;
 }
 
 /* control_wait - wait for events on fd until the deadline; -1 with errno

@@ -1,7 +1,8 @@
 /*
  * check_otlp - a delivery attempt as an OTLP/JSON line: the exact bytes
  * for a sent and a deferred recipient, escaping of quotes, controls and
- * non-UTF-8 octets, and no partial line when the buffer is short.
+ * non-UTF-8 octets (a table), and no partial line when the buffer is
+ * short.
  */
 #include "config.h"
 
@@ -70,12 +71,53 @@ START_TEST(test_line)
 }
 END_TEST
 
+/* reply_of - the tern.reply value of a one-span line for reply */
+static void reply_of(const char *reply, char *buf, size_t cap, char *value, size_t vcap)
+{
+	struct otlp_span s = {{1, 1, 1, 1, 1, 1, 1, 1}, "a@example.com", "deferred", "4.0.0", reply, "", 0};
+	struct otlp_attempt a = {"ternd", "mx1", "0000000000AAA", "smarthost", "mx[192.0.2.1]:25",
+				 "none", 1, 1, 2, {0}, {0}, &s, 1};
+	const char *key = "{\"key\":\"tern.reply\",\"value\":{\"stringValue\":\"", *p, *e;
+
+	ck_assert_uint_gt(otlp_line(&a, buf, cap), 0);
+	ck_assert_ptr_nonnull(p = strstr(buf, key));
+	p += strlen(key);
+	ck_assert_ptr_nonnull(e = strstr(p, "\"}}"));
+	ck_assert_uint_lt((size_t)(e - p), vcap);
+	memcpy(value, p, (size_t)(e - p));
+	value[e - p] = '\0';
+}
+
+/* every control character and DEL as \u00xx (lower case), '/' as itself;
+ * UTF-8 that is not well-formed (overlong, surrogate, past U+10FFFF, a
+ * lead octet that never starts a sequence) as one '?' per octet */
+static const struct {
+	const char *in, *want;
+} escapes[] = {
+	{"\n\r\b\f\t", "\\u000a\\u000d\\u0008\\u000c\\u0009"},
+	{"\x01\x1b\x1f\x7f", "\\u0001\\u001b\\u001f\\u007f"},
+	{"a/b \\u0041", "a/b \\\\u0041"},
+	{"\xf0\x9f\x98\x80 \xe2\x82\xac", "\xf0\x9f\x98\x80 \xe2\x82\xac"},
+	{"\xe0\x80\x80|\xed\xa0\x80|\xf4\x90\x80\x80", "???|???|????"},
+	{"\xf5\x80\x80|\xc0\xaf|\xc3", "???|??|?"},
+};
+
+START_TEST(test_escapes)
+{
+	char buf[4096], value[256];
+
+	reply_of(escapes[_i].in, buf, sizeof(buf), value, sizeof(value));
+	ck_assert_str_eq(value, escapes[_i].want);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("otlp");
 	TCase *tc = tcase_create("otlp");
 
 	tcase_add_test(tc, test_line);
+	tcase_add_loop_test(tc, test_escapes, 0, N_ELEMENTS(escapes));
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }

@@ -1,7 +1,7 @@
 /*
  * check_smtp_data - DATA and BDAT content: dot-unstuffing, the end marker
  * and the smuggling forms that must not end DATA, bare CR/LF, limits,
- * flags. Every case is fed whole, split at every position, byte by byte,
+ * flags (also of content scanned whole: smtp_data_scan). Every case is fed whole, split at every position, byte by byte,
  * and through output buffers down to 2 octets; all must agree exactly.
  */
 #include "config.h"
@@ -494,6 +494,52 @@ START_TEST(test_random)
 }
 END_TEST
 
+/* smtp_data_scan: content ternd builds itself (a DSN), canonical already */
+static const struct {
+	const char *in;
+	int dotlines, eightbit;
+} scan_cases[] = {
+	{"", 0, 0},
+	{"a\r\nb\r\n", 0, 0},
+	{".a\r\n", 1, 0},			/* the first line counts too */
+	{"a\r\n.b\r\n", 1, 0},
+	{"a.\r\nb .\r\n", 0, 0},
+	{"a\r\n\xc3\xa9\r\n", 0, 1},
+	{"\x7f\r\n", 0, 0},
+	{"a\r\n.", 1, 0},			/* a last line without CR LF */
+	{"a\r\n.\xff\r\n", 1, 1},
+};
+
+START_TEST(test_scan)
+{
+	int dot = -1, eight = -1;
+
+	smtp_data_scan(scan_cases[_i].in, strlen(scan_cases[_i].in), &dot, &eight);
+	ck_assert_int_eq(dot, scan_cases[_i].dotlines);
+	ck_assert_int_eq(eight, scan_cases[_i].eightbit);
+}
+END_TEST
+
+/* smtp_data_scan past its 4096-octet output window: a '.' line at the end */
+START_TEST(test_scan_long)
+{
+	static char body[10000 + 3];
+	int dot = -1, eight = -1;
+
+	for (size_t i = 0; i < 10000; i += 100) {
+		memset(body + i, 'x', 98);
+		memcpy(body + i + 98, "\r\n", 2);
+	}
+	smtp_data_scan(body, 10000, &dot, &eight);
+	ck_assert_int_eq(dot, 0);
+	memcpy(body + 10000, ".\r\n", 3);
+	body[5000] = (char)0xe9;
+	smtp_data_scan(body, sizeof(body), &dot, &eight);
+	ck_assert_int_eq(dot, 1);
+	ck_assert_int_eq(eight, 1);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("smtp_data");
@@ -509,6 +555,8 @@ int main(void)
 	tcase_add_test(tc, test_misuse);
 	tcase_add_test(tc, test_out_full);
 	tcase_add_loop_test(tc, test_random, 0, 50);
+	tcase_add_loop_test(tc, test_scan, 0, N_ELEMENTS(scan_cases));
+	tcase_add_test(tc, test_scan_long);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }

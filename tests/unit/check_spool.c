@@ -2,7 +2,8 @@
  * check_spool - spool files: directories, appends of many vectors at
  * the right offsets (also through short and interrupted writes),
  * segment rotation, truncation back to the committed length (never
- * padding), own files, opening bodies, directory walks.
+ * padding), own files, opening bodies and checking them against their
+ * digest, directory walks.
  * Each test has its own spool in a mkdtemp() directory.
  */
 #include "config.h"
@@ -16,6 +17,8 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
+
+#include <sodium.h>
 
 #include "spool.h"
 #include "tmpdir.h"
@@ -436,22 +439,29 @@ START_TEST(test_own_files)
 }
 END_TEST
 
-START_TEST(test_open_body)
+/* second_body - two bodies in segment 1f; m is the second's record */
+static void second_body(struct q_msg *m)
 {
 	struct iovec a[] = {{"first body\r\n", 12}}, b[] = {{"second body\r\n", 13}};
+
+	spool_start_segment(sp, 0x1f);
+	append(a, 1, 0x1f, 0);
+	append(b, 1, 0x1f, 12);
+	memset(m, 0, sizeof(*m));
+	memcpy(m->qid, "0000000000BBB", QID_LEN + 1);
+	m->seg_id = 0x1f;
+	m->offset = 12;
+	m->size = 13;
+}
+
+START_TEST(test_open_body)
+{
 	struct q_msg m;
 	char got[32];
 	off_t off = -1;
 	int fd;
 
-	spool_start_segment(sp, 0x1f);
-	append(a, 1, 0x1f, 0);
-	append(b, 1, 0x1f, 12);
-	memset(&m, 0, sizeof(m));
-	memcpy(m.qid, "0000000000BBB", QID_LEN + 1);
-	m.seg_id = 0x1f;
-	m.offset = 12;
-	m.size = 13;
+	second_body(&m);
 	fd = spool_open_body(sp, &m, &off);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(off, 12);
@@ -463,6 +473,38 @@ START_TEST(test_open_body)
 	m.seg_id = 0x20;
 	errno = 0;
 	ck_assert_int_eq(spool_open_body(sp, &m, &off), -1);
+	ck_assert_int_eq(errno, ENOENT);
+}
+END_TEST
+
+START_TEST(test_body_digest)
+{
+	struct q_msg m;
+	char *copied = NULL;
+	size_t copied_len = 0;
+	FILE *copy;
+
+	second_body(&m);
+	crypto_generichash(m.digest, sizeof(m.digest), (const unsigned char *)"second body\r\n", 13,
+			   NULL, 0);
+	ck_assert_int_eq(spool_body_digest(sp, &m, NULL), 0);
+	/* ternq cat: the octets go to copy as they are hashed */
+	ck_assert_ptr_nonnull(copy = open_memstream(&copied, &copied_len));
+	ck_assert_int_eq(spool_body_digest(sp, &m, copy), 0);
+	fclose(copy);
+	ck_assert_uint_eq(copied_len, 13);
+	ck_assert_mem_eq(copied, "second body\r\n", 13);
+	free(copied);
+	m.digest[0] ^= 1;
+	ck_assert_int_eq(spool_body_digest(sp, &m, NULL), SPOOL_BODY_MISMATCH);
+	m.digest[0] ^= 1;
+	m.size = 14;		/* one octet past the segment's end */
+	ck_assert_int_eq(spool_body_digest(sp, &m, NULL), SPOOL_BODY_SHORT);
+	m.size = 12;		/* a prefix: hashed, and not the digest */
+	ck_assert_int_eq(spool_body_digest(sp, &m, NULL), SPOOL_BODY_MISMATCH);
+	m.seg_id = 0x20;
+	errno = 0;
+	ck_assert_int_eq(spool_body_digest(sp, &m, NULL), -1);
 	ck_assert_int_eq(errno, ENOENT);
 }
 END_TEST
@@ -570,6 +612,7 @@ int main(void)
 	tcase_add_test(tc, test_truncate);
 	tcase_add_test(tc, test_own_files);
 	tcase_add_test(tc, test_open_body);
+	tcase_add_test(tc, test_body_digest);
 	tcase_add_test(tc, test_foreach);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
