@@ -12,7 +12,7 @@ packages="
 	pflogsumm
 	sasl2-bin libsasl2-modules
 	libxml2-utils strace chromium
-	dpkg-dev debhelper lintian jq
+	dpkg-dev debhelper lintian jq logrotate
 "
 missing=$(dpkg-query -W -f='${Package} ${Status}\n' $packages 2>/dev/null \
 	| awk '$NF != "installed" { print $1 }'; \

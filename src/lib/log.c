@@ -36,6 +36,7 @@
 #include "textesc.h"
 
 static const char *log_prog = "tern";
+static char log_path[4096];		/* log_file, for log_file_reopen */
 static const char *log_service = "tern";
 static int log_syslog;
 static int log_stderr = 1;		/* every line to stderr */
@@ -102,7 +103,33 @@ int log_file_open(const char *path, char *err, size_t errlen)
 	if (log_fd >= 0)
 		close(log_fd);
 	log_fd = fd;
+	snprintf(log_path, sizeof(log_path), "%s", path);
 	return 0;
+}
+
+/* log_file_reopen - open log_file again by its name (SIGUSR2, after
+ * logrotate moved it away and made a new one, "create 0640 tern adm"):
+ * the new file takes the old one's descriptor, so that a line being
+ * written goes whole to one or the other; on failure the old one stays in
+ * use. Logs what happened. */
+void log_file_reopen(void)
+{
+	char err[sizeof(log_path) + 256];
+	int fd;
+
+	if (log_fd < 0)
+		return;	/* no log_file */
+	if ((fd = privs_open_file(log_path, O_WRONLY | O_APPEND | O_CREAT, 0640, err,
+				  sizeof(err))) < 0 || dup3(fd, log_fd, O_CLOEXEC) < 0) {
+		if (fd >= 0) {
+			snprintf(err, sizeof(err), "%s: %s", log_path, strerror(errno));
+			close(fd);
+		}
+		log_warning("cannot reopen log_file %s; still writing to the old file", err);
+		return;
+	}
+	close(fd);
+	log_info("log_file %s reopened", log_path);
 }
 
 /* log_file_line - one line to log_file with one write (appends stay whole) */

@@ -15,6 +15,7 @@
 void log_init(const char *progname, const char *service);
 void log_open(const char *ident, int to_stderr, int verbose);
 int log_file_open(const char *path, char *err, size_t errlen);
+void log_file_reopen(void);
 void log_close(void);
 int log_verbose(void);
 void log_msg(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

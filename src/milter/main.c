@@ -124,15 +124,19 @@ static void reload(void)
 	log_info("configuration reloaded from %s", conf_path);
 }
 
-/* signal_thread - wait for SIGUSR1 and reload */
+/* signal_thread - wait for SIGUSR1 and reload, SIGUSR2 and reopen log_file */
 static void *signal_thread(void *arg)
 {
 	sigset_t *set = arg;
 	int sig;
 
 	for (;;) {
-		if (sigwait(set, &sig) == 0 && sig == SIGUSR1)
+		if (sigwait(set, &sig) != 0)
+			continue;
+		if (sig == SIGUSR1)
 			reload();
+		else if (sig == SIGUSR2)
+			log_file_reopen();
 	}
 	return NULL;
 }
@@ -316,16 +320,18 @@ int main(int argc, char **argv)
 	 * Block the stop signals too before starting our thread, or the
 	 * kernel may deliver them to it and kill the process: libmilter's
 	 * own signal thread (started by smfi_main) must be the one to take
-	 * them. Ours waits for SIGUSR1 only.
+	 * them. Ours waits for SIGUSR1 and SIGUSR2 only.
 	 */
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGHUP);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGUSR2);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	sigemptyset(&usr1);
 	sigaddset(&usr1, SIGUSR1);
+	sigaddset(&usr1, SIGUSR2);
 	signal(SIGPIPE, SIG_IGN);
 	if (pthread_create(&tid, NULL, signal_thread, &usr1) != 0)
 		log_fatal("cannot start the signal thread");

@@ -269,6 +269,7 @@ int main(int argc, char **argv)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
 	sigaddset(&set, SIGUSR1);	/* reloads too, as for tern-milter */
+	sigaddset(&set, SIGUSR2);	/* reopens log_file */
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	/* metrics_listen: after the privilege drop (an unprivileged port), and
@@ -287,6 +288,10 @@ int main(int argc, char **argv)
 			continue;
 		if (sig == SIGHUP || sig == SIGUSR1) {
 			reload(cli.conf_path);
+			continue;
+		}
+		if (sig == SIGUSR2) {
+			log_file_reopen();
 			continue;
 		}
 		break;
