@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "report.h"
+#include "timefmt.h"
 #include "xalloc.h"
 
 /* delivery delay bucket bounds: 1 ms .. 5 days */
@@ -47,25 +48,44 @@ uint64_t rpt_slot_step(uint64_t from_sec, uint64_t to_sec)
 	return rpt_slot_steps[i];
 }
 
-/* report_init - an empty report of the window [from, to) */
+/* zone_floor - the start of the step (of the zone: local or UTC) that a
+ * time is in; steps of an hour or less, or a day (by the offset at t) */
+static uint64_t zone_floor(uint64_t t, uint64_t step, int utc)
+{
+	long long local = (long long)t + timefmt_offset(t, utc);
+	uint64_t into = (uint64_t)(((local % (long long)step) + (long long)step) % (long long)step);
+
+	return t >= into ? t - into : 0;
+}
+
+/* report_init - an empty report of the window [from, to), its hours UTC's */
 int report_init(struct report *r, uint64_t from_us, uint64_t to_us, const char **why)
 {
-	uint64_t h0 = from_us / 3600000000u, h1 = (to_us + 3599999999u) / 3600000000u;
+	return report_init_zone(r, from_us, to_us, 1, why);
+}
+
+/* report_init_zone - an empty report of the window [from, to), its hours
+ * and slots the local zone's (utc: UTC's) */
+int report_init_zone(struct report *r, uint64_t from_us, uint64_t to_us, int utc, const char **why)
+{
+	uint64_t from = from_us / 1000000, to = (to_us + 999999) / 1000000, h0;
 
 	memset(r, 0, sizeof(*r));
 	if (to_us <= from_us) {
 		*why = "the window ends before it starts";
 		return -1;
 	}
-	if (h1 - h0 > RPT_HOURS_MAX) {
+	h0 = zone_floor(from, 3600, utc);
+	if ((to - h0 + 3599) / 3600 > RPT_HOURS_MAX) {
 		*why = "the window is longer than a year";
 		return -1;
 	}
 	r->from_us = from_us;
 	r->to_us = to_us;
+	r->utc = utc;
 	r->nodes = 1;
-	r->hour0 = h0 * 3600;
-	r->nhours = (size_t)(h1 - h0);
+	r->hour0 = h0;
+	r->nhours = (size_t)((to - h0 + 3599) / 3600);
 	r->hours = xcalloc(r->nhours ? r->nhours : 1, sizeof(*r->hours));
 	r->peers = xcalloc(RPT_PEERS_MAX, sizeof(*r->peers));
 	r->reasons = xcalloc(RPT_REASONS_MAX, sizeof(*r->reasons));
@@ -74,10 +94,9 @@ int report_init(struct report *r, uint64_t from_us, uint64_t to_us, const char *
 	r->senders = xcalloc(RPT_SENDERS_MAX, sizeof(*r->senders));
 	r->senders_exact = 1;
 	r->checks = xcalloc(RPT_CHECKS_MAX, sizeof(*r->checks));
-	r->slot_step = rpt_slot_step(from_us / 1000000, (to_us + 999999) / 1000000);
-	r->slot0 = from_us / 1000000 / r->slot_step * r->slot_step;
-	r->nslots = (size_t)(((to_us + 999999) / 1000000 + r->slot_step - 1) / r->slot_step
-			     - r->slot0 / r->slot_step);
+	r->slot_step = rpt_slot_step(from, to);
+	r->slot0 = zone_floor(from, r->slot_step, utc);
+	r->nslots = (size_t)((to - r->slot0 + r->slot_step - 1) / r->slot_step);
 	if (r->nslots > RPT_SLOTS_MAX)
 		r->nslots = RPT_SLOTS_MAX;	/* cannot happen within RPT_HOURS_MAX */
 	r->slots = xcalloc(r->nslots ? r->nslots : 1, sizeof(*r->slots));

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "report.h"
+#include "timefmt.h"
 
 #define U(v) ((unsigned long long)(v))
 
@@ -41,11 +42,9 @@ int report_csv(const struct report *r, FILE *out, const char *table, size_t top)
 	} else if (strcmp(table, "hourly") == 0) {
 		fprintf(out, "hour," COUNT_COLS "," DELAY_COLS "\r\n");
 		for (size_t i = 0; i < r->nhours; i++) {
-			char when[32];
+			char when[TIMEFMT_LEN];
 
-			rpt_utc(r->hour0 + 3600 * i, when, sizeof(when));
-			when[10] = 'T';
-			fprintf(out, "%s:00Z", when);
+			fputs(timefmt_iso((r->hour0 + 3600 * i) * 1000000, r->utc, when, sizeof(when)), out);
 			counts(out, &r->hours[i].c);
 			delays(out, &r->hours[i].delay);
 		}

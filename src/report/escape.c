@@ -1,7 +1,8 @@
 /*
  * escape - fields and text for the formats people open in other programs:
  * CSV (RFC 4180 quoting) and HTML (text and attribute values), and the
- * UTC times every format prints. Pure apart from writing to the stream.
+ * times every format prints (local or UTC, with the offset). Pure apart
+ * from writing to the stream and the process's time zone.
  */
 #include "config.h"
 
@@ -10,6 +11,7 @@
 #include <time.h>
 
 #include "report.h"
+#include "timefmt.h"
 
 /* csv_field - one CSV field: quoted when it holds a separator, a quote, a
  * line end or starts with a character a spreadsheet would evaluate */
@@ -59,52 +61,11 @@ void html_text(FILE *out, const char *s)
 	}
 }
 
-/* rpt_utc - seconds since the epoch as "YYYY-MM-DD HH:MM" (UTC) */
-const char *rpt_utc(uint64_t sec, char *buf, size_t cap)
+/* rpt_when - a time of the report to the minute, in its zone:
+ * "YYYY-MM-DD HH:MM +HHMM" */
+const char *rpt_when(const struct report *r, uint64_t sec, char *buf, size_t cap)
 {
-	time_t t = (time_t)sec;
-	struct tm tm;
-
-	if (gmtime_r(&t, &tm) == NULL || strftime(buf, cap, "%Y-%m-%d %H:%M", &tm) == 0)
-		snprintf(buf, cap, "%llu", (unsigned long long)sec);
-	return buf;
-}
-
-/* rpt_parse_time - "@EPOCH", "YYYY-MM-DD", or that with "[T ]HH:MM[:SS]" and
- * an optional "Z", all UTC, into seconds; 0 or -1 */
-int rpt_parse_time(const char *s, uint64_t *sec)
-{
-	struct tm tm;
-	const char *end;
-	time_t t;
-
-	if (s[0] == '@') {
-		unsigned long long v;
-		int n = -1;
-
-		if (sscanf(s + 1, "%19llu%n", &v, &n) != 1 || s[1 + n] != '\0' || s[1] < '0' || s[1] > '9')
-			return -1;
-		*sec = v;
-		return 0;
-	}
-	memset(&tm, 0, sizeof(tm));
-	if ((end = strptime(s, "%Y-%m-%d", &tm)) == NULL)
-		return -1;
-	if (*end == 'T' || *end == ' ') {
-		const char *e2 = strptime(end + 1, "%H:%M:%S", &tm);
-
-		if (e2 == NULL)
-			e2 = strptime(end + 1, "%H:%M", &tm);
-		if (e2 == NULL)
-			return -1;
-		end = e2;
-	}
-	if (*end == 'Z')
-		end++;
-	if (*end != '\0' || (t = timegm(&tm)) < 0)
-		return -1;
-	*sec = (uint64_t)t;
-	return 0;
+	return timefmt_human(sec * 1000000, r->utc, TIMEFMT_MIN, buf, cap);
 }
 
 /* rpt_delay_str - a delay in ms for people: "350ms", "1.2s", "4.5m", "2.0h" */

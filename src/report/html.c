@@ -10,9 +10,11 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "report.h"
+#include "timefmt.h"
 
 #define U(v) ((unsigned long long)(v))
 /* The charts' coordinates (the SVG's viewBox): the chart scales to the
@@ -40,6 +42,7 @@ static const uint64_t xsteps[] = {60, 300, 600, 900, 1800, 3600, 7200, 10800, 21
 struct scale {
 	double from, to;		/* seconds */
 	double ymax, ystep;
+	int utc;			/* the zone: UTC, or local */
 };
 
 /* xpos - the x coordinate of a time, clamped to the plot */
@@ -105,13 +108,32 @@ static const char *num_label(double v, double step, char *buf, size_t cap)
 	return buf;
 }
 
-/* axes - the frame, y ticks with grid lines, x ticks at round UTC times,
- * and both axis titles */
+/* zone_title - the x axis title: the zone's offset at the chart's ends */
+static void zone_title(const struct scale *sc, char *buf, size_t cap)
+{
+	long a = timefmt_offset((uint64_t)sc->from, sc->utc), b = timefmt_offset((uint64_t)sc->to, sc->utc);
+	char x[48], y[48];
+
+	if (sc->utc) {
+		snprintf(buf, cap, "time (UTC)");
+		return;
+	}
+	snprintf(x, sizeof(x), "UTC%c%02ld:%02ld", a < 0 ? '-' : '+', labs(a) / 3600, labs(a) / 60 % 60);
+	snprintf(y, sizeof(y), "UTC%c%02ld:%02ld", b < 0 ? '-' : '+', labs(b) / 3600, labs(b) / 60 % 60);
+	if (a == b)
+		snprintf(buf, cap, "time (%s)", x);
+	else
+		snprintf(buf, cap, "time (%s, then %s)", x, y);
+}
+
+/* axes - the frame, y ticks with grid lines, x ticks at round times of
+ * the zone (local or UTC), and both axis titles */
 static void axes(FILE *out, const struct scale *sc, const char *ytitle)
 {
 	double span = sc->to - sc->from;
 	uint64_t step = xsteps[sizeof(xsteps) / sizeof(xsteps[0]) - 1];
-	char buf[32];
+	long off = timefmt_offset((uint64_t)sc->from, sc->utc);
+	char buf[128];
 
 	for (size_t i = 0; i < sizeof(xsteps) / sizeof(xsteps[0]); i++)
 		if (span / (double)xsteps[i] <= XTICKS_MAX) {
@@ -127,11 +149,20 @@ static void axes(FILE *out, const struct scale *sc, const char *ytitle)
 	}
 	fprintf(out, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#444\"/>\n", PLOT_X,
 		PLOT_Y, PLOT_X, PLOT_Y + PLOT_H);
-	for (uint64_t t = ((uint64_t)sc->from + step - 1) / step * step; (double)t <= sc->to; t += step) {
-		double x = xpos(sc, (double)t);
-		char when[32];
+	/* round in the zone's clock; a tick's own offset places it (DST) */
+	for (long long lt = ((long long)sc->from + off + (long long)step - 1) / (long long)step
+		     * (long long)step;; lt += (long long)step) {
+		long long t = lt - timefmt_offset((uint64_t)(lt - off), sc->utc);
+		char when[RPT_WHEN_MAX];
+		double x;
 
-		rpt_utc(t, when, sizeof(when));	/* YYYY-MM-DD HH:MM */
+		if (t < (long long)sc->from)
+			continue;
+		if ((double)t > sc->to)
+			break;
+		x = xpos(sc, (double)t);
+		timefmt_human((uint64_t)t * 1000000, sc->utc, TIMEFMT_MIN, when, sizeof(when));
+		when[16] = '\0';	/* YYYY-MM-DD HH:MM, the zone in the axis title */
 		fprintf(out, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#444\"/>\n", x,
 			PLOT_Y + PLOT_H, x, PLOT_Y + PLOT_H + 5);
 		if (step >= 86400)
@@ -139,7 +170,8 @@ static void axes(FILE *out, const struct scale *sc, const char *ytitle)
 		text_at(out, x, PLOT_Y + PLOT_H + 6 + FONT, "middle",
 			step >= 86400 ? when + 5 : span > 86400 ? when + 5 : when + 11);
 	}
-	text_at(out, PLOT_X + PLOT_W / 2.0, CHART_H - 8, "middle", "time (UTC)");
+	zone_title(sc, buf, sizeof(buf));
+	text_at(out, PLOT_X + PLOT_W / 2.0, CHART_H - 8, "middle", buf);
 	fprintf(out, "<text x=\"0\" y=\"0\" font-size=\"%d\" text-anchor=\"middle\" "
 		"transform=\"translate(%d,%.1f) rotate(-90)\">", FONT, FONT + 2, PLOT_Y + PLOT_H / 2.0);
 	html_text(out, ytitle);
@@ -171,6 +203,7 @@ static void svg_open(FILE *out, const char *title)
  * slot the window ends in (now, usually) is a whole bar, not a sliver */
 static void scale_x(const struct report *r, struct scale *sc)
 {
+	sc->utc = r->utc;
 	sc->from = (double)r->slot0;
 	sc->to = (double)(r->slot0 + r->slot_step * (r->nslots ? r->nslots : 1));
 }
@@ -450,20 +483,20 @@ static void tables(const struct report *r, FILE *out, size_t top)
 /* report_html - the whole report as an HTML document */
 int report_html(const struct report *r, FILE *out, size_t top)
 {
-	char a[32], b[32], hosts[RPT_HOSTS_TEXT];
+	char a[TIMEFMT_LEN], b[TIMEFMT_LEN], hosts[RPT_HOSTS_TEXT];
 
-	rpt_utc(r->from_us / 1000000, a, sizeof(a));
-	rpt_utc(r->to_us / 1000000, b, sizeof(b));
+	timefmt_human(r->from_us, r->utc, TIMEFMT_SEC, a, sizeof(a));
+	timefmt_human(r->to_us, r->utc, TIMEFMT_SEC, b, sizeof(b));
 	rpt_hosts(r, hosts, sizeof(hosts));
 	fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
 	      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n"
 	      "<title>tern report: ", out);
 	html_text(out, hosts);
-	fprintf(out, ", %s to %s UTC</title>\n</head>\n"
+	fprintf(out, ", %s to %s</title>\n</head>\n"
 		"<body style=\"font-family:sans-serif;color:#222;background:#fff;margin:8px 16px\">\n"
 		"<h1 style=\"font-size:20px\">tern report: ", a, b);
 	html_text(out, hosts);
-	fprintf(out, ", %s to %s UTC", a, b);
+	fprintf(out, ", %s to %s", a, b);
 	if (r->nodes > 1)
 		fprintf(out, ", %u nodes", r->nodes);
 	fputs("</h1>\n<h2>Deliveries</h2>\n<div style=\"width:100%\">\n", out);

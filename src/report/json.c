@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "report.h"
+#include "timefmt.h"
 
 #define REPORT_JSON_VERSION 1
 #define JSON_INPUT_MAX (64u << 20)
@@ -37,6 +38,15 @@ static uint64_t *counts_ptr(struct rpt_counts *c, size_t i)
 static json_t *jint(uint64_t v)
 {
 	return json_integer(v > (uint64_t)INT64_MAX ? INT64_MAX : (json_int_t)v);
+}
+
+/* jiso - a time of the report in ISO 8601, in its zone, beside the epoch
+ * number it names */
+static json_t *jiso(const struct report *r, uint64_t us)
+{
+	char buf[TIMEFMT_LEN];
+
+	return json_string(timefmt_iso(us, r->utc, buf, sizeof(buf)));
 }
 
 /* jstr_safe - a JSON string; octets that are not UTF-8 become '?' */
@@ -172,6 +182,7 @@ static void put_extra(json_t *o, const struct report *r)
 			continue;
 		p = json_object();
 		json_object_set_new(p, "time", jint(r->slot0 + r->slot_step * i));
+		json_object_set_new(p, "time_iso", jiso(r, (r->slot0 + r->slot_step * i) * 1000000));
 		put_counts(p, &sl->c, 0);
 		json_object_set_new(p, "delay_histogram", u64_array(sl->delay.count, RPT_DELAY_NBUCKETS));
 		json_array_append_new(a, p);
@@ -190,6 +201,9 @@ int report_json(const struct report *r, FILE *out)
 	json_object_set_new(o, "generated", jint(r->generated_us / 1000000));
 	json_object_set_new(o, "from", jint(r->from_us / 1000000));
 	json_object_set_new(o, "to", jint(r->to_us / 1000000));
+	json_object_set_new(o, "generated_iso", jiso(r, r->generated_us));
+	json_object_set_new(o, "from_iso", jiso(r, r->from_us));
+	json_object_set_new(o, "to_iso", jiso(r, r->to_us));
 	json_object_set_new(o, "nodes", jint(r->nodes));
 	x = json_object();
 	put_counts(x, &r->total, 0);
@@ -203,6 +217,7 @@ int report_json(const struct report *r, FILE *out)
 	for (size_t i = 0; i < r->nhours; i++) {
 		x = json_object();
 		json_object_set_new(x, "hour", jint(r->hour0 + 3600 * i));
+		json_object_set_new(x, "hour_iso", jiso(r, (r->hour0 + 3600 * i) * 1000000));
 		put_counts(x, &r->hours[i].c, 0);
 		put_delay(x, &r->hours[i].delay);
 		json_array_append_new(a, x);

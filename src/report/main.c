@@ -40,7 +40,7 @@
 #define MERGE_FILE_MAX (64u << 20)
 
 struct opts {
-	long long since_ms;
+	const char *since;		/* --since, as given */
 	const char *from, *to;
 	const char *format;
 	const char *output;
@@ -48,14 +48,15 @@ struct opts {
 	unsigned long long top;
 	int quiet;
 	int merge;
-	int since_set;
+	int utc;
 };
 
 /* usage - print usage and exit 2 */
 static void __attribute__((noreturn)) usage(void)
 {
 	fprintf(stderr,
-		"usage: tern-report [-c FILE] [--since DURATION | --from TIME --to TIME]\n"
+		"usage: tern-report [-c FILE] [--since DURATION|today|yesterday|TIME | --from TIME --to TIME]\n"
+		"                   [--utc]\n"
 		"                   [--format text|json|csv|html|prom] [--output FILE] [--top N]\n"
 		"                   [--table totals|hourly|peers|domains|reasons|queue|senders|sizes|milter]\n"
 		"                   [--quiet] [--merge FILE...]\n");
@@ -105,7 +106,7 @@ static char *slurp(const char *path, size_t *len)
 }
 
 /* merge - the reports in files into one */
-static void merge(struct report *r, char **files, int n)
+static void merge(struct report *r, char **files, int n, int utc)
 {
 	uint64_t from = UINT64_MAX, to = 0;
 	const char *why;
@@ -122,7 +123,7 @@ static void merge(struct report *r, char **files, int n)
 		to = t > to ? t : to;
 		free(buf);
 	}
-	if (report_init(r, from, to, &why) < 0)
+	if (report_init_zone(r, from, to, utc, &why) < 0)
 		die(EXIT_FAIL, "the merged reports' window: %s", why);
 	r->nodes = 0;
 	for (int i = 0; i < n; i++) {
@@ -165,14 +166,14 @@ static void from_journal(struct report *r, const struct conf *conf, uint64_t fro
 
 /* from_history - the report of a window of this node's history */
 static void from_history(struct report *r, const struct conf *conf, uint64_t from, uint64_t to,
-			 uint64_t now)
+			 uint64_t now, int utc)
 {
 	char path[4096], err[1024];
 	struct privs_fs fs;
 	struct store *st;
 	const char *why;
 
-	if (report_init(r, from, to, &why) < 0)
+	if (report_init_zone(r, from, to, utc, &why) < 0)
 		die(EXIT_USAGE, "%s", why);
 	r->generated_us = now;
 	snprintf(path, sizeof(path), "%s/queue", conf->global.state_dir);
@@ -257,9 +258,10 @@ static int report_option(struct opts *o, int ch, const char *arg)
 
 	switch (ch) {
 	case 's':
-		if (units_duration(arg, &o->since_ms, &why) < 0 || o->since_ms <= 0)
-			die(EXIT_USAGE, "--since %s: %s", arg, o->since_ms <= 0 ? "must be positive" : why);
-		o->since_set = 1;
+		o->since = arg;
+		return 1;
+	case 'u':
+		o->utc = 1;
 		return 1;
 	case 'F':
 		o->from = arg;
@@ -295,6 +297,7 @@ int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"since", required_argument, NULL, 's'},
+		{"utc", no_argument, NULL, 'u'},
 		{"from", required_argument, NULL, 'F'},
 		{"to", required_argument, NULL, 'T'},
 		{"format", required_argument, NULL, 'o'},
@@ -307,7 +310,7 @@ int main(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	static const char *const formats[] = {"text", "json", "csv", "html", "prom"};
-	struct opts o = {.since_ms = 24LL * 3600 * 1000, .format = "text", .table = "totals", .top = 10};
+	struct opts o = {.format = "text", .table = "totals", .top = 10};
 	struct report r;
 	struct cli cli;
 	int ch, ok = 0;
@@ -323,7 +326,7 @@ int main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++)
 		ok |= strcmp(o.format, formats[i]) == 0;
-	if (!ok || !o.from != !o.to || (o.from && o.since_set)
+	if (!ok || !o.from != !o.to || (o.from && o.since)
 	    || (o.merge ? optind == argc : optind != argc))
 		usage();
 	if (strcmp(o.format, "csv") == 0) {
@@ -337,22 +340,23 @@ int main(int argc, char **argv)
 			usage();
 	}
 	if (o.merge) {
-		merge(&r, argv + optind, argc - optind);
+		merge(&r, argv + optind, argc - optind, o.utc);
 	} else {
 		struct conf *conf = cli_load_conf(&cli);
 		uint64_t now = now_us(), from, to;
+		const char *why;
 
 		if (o.from) {
-			if (rpt_parse_time(o.from, &from) < 0 || rpt_parse_time(o.to, &to) < 0
+			if (rpt_parse_time(o.from, o.utc, &from) < 0 || rpt_parse_time(o.to, o.utc, &to) < 0
 			    || from >= UINT64_MAX / 1000000 || to >= UINT64_MAX / 1000000)
-				die(EXIT_USAGE, "--from/--to: YYYY-MM-DD[THH:MM[:SS]] (UTC) or @SECONDS");
+				die(EXIT_USAGE, "--from/--to: YYYY-MM-DD[THH:MM[:SS]][Z|+HH:MM] "
+				    "(local time unless a zone or --utc is given) or @SECONDS");
 			from *= 1000000;
 			to *= 1000000;
-		} else {
-			to = now;
-			from = now > (uint64_t)o.since_ms * 1000 ? now - (uint64_t)o.since_ms * 1000 : 0;
+		} else if (rpt_window(o.since ? o.since : "24h", now, o.utc, &from, &to, &why) < 0) {
+			die(EXIT_USAGE, "--since %s: %s", o.since ? o.since : "24h", why);
 		}
-		from_history(&r, conf, from, to, now);
+		from_history(&r, conf, from, to, now, o.utc);
 		conf_free(&conf);
 	}
 	if (r.generated_us == 0)

@@ -12,7 +12,9 @@
  * sizes go into fixed buckets. The milter's verdicts (from its journal)
  * are counted by verdict and by the check that decided them. A time
  * series of at most RPT_SLOTS_MAX slots, its step chosen from the
- * window's length (a minute for an hour), feeds the HTML charts.
+ * window's length (a minute for an hour), feeds the HTML charts. Hours
+ * and slots begin where the zone's do (local, or UTC): a zone half an hour
+ * off UTC has its hours at :30 UTC, a day that changes DST 23 or 25 rows.
  *
  * Pure: no I/O here (main.c reads, the format files write).
  */
@@ -121,7 +123,8 @@ struct report {
 	unsigned nodes;				/* reports merged into this one */
 	struct rpt_counts total;
 	struct rpt_hist delay;
-	uint64_t hour0;				/* first hour, seconds since the epoch */
+	int utc;				/* times in UTC, not the local zone */
+	uint64_t hour0;				/* first hour (of the zone), seconds since the epoch */
 	size_t nhours;
 	struct rpt_hour *hours;
 	struct rpt_peer *peers;
@@ -154,6 +157,7 @@ struct report {
 };
 
 int report_init(struct report *r, uint64_t from_us, uint64_t to_us, const char **why);
+int report_init_zone(struct report *r, uint64_t from_us, uint64_t to_us, int utc, const char **why);
 void report_free(struct report *r);
 int report_add(const struct hist_rec *h, void *arg);	/* a store_hist_fn */
 int report_add_journal(const struct journal_rec *j, void *arg);	/* a journal_fn */
@@ -195,8 +199,13 @@ int report_prom(const struct report *r, FILE *out);
 /* escaping and formatting for the outputs (escape.c) */
 void csv_field(FILE *out, const char *s);
 void html_text(FILE *out, const char *s);
-const char *rpt_utc(uint64_t sec, char *buf, size_t cap);
-int rpt_parse_time(const char *s, uint64_t *sec);
+const char *rpt_when(const struct report *r, uint64_t sec, char *buf, size_t cap);
+#define RPT_WHEN_MAX 48			/* rpt_when's and timefmt's buffers */
+
+/* the window from the command line (window.c), in the local zone or UTC */
+int rpt_parse_time(const char *s, int utc, uint64_t *sec);
+int rpt_window(const char *spec, uint64_t now_us, int utc, uint64_t *from_us, uint64_t *to_us,
+	       const char **why);
 const char *rpt_delay_str(uint64_t ms, char *buf, size_t cap);
 const char *rpt_pctl_str(const struct rpt_hist *h, double q, char *buf, size_t cap);
 const char *rpt_percent(uint64_t a, uint64_t b, char *buf, size_t cap);

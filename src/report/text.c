@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "report.h"
+#include "timefmt.h"
 #include "textesc.h"
 
 #define NAME_WIDTH_MAX 40
@@ -84,18 +85,18 @@ static void totals(const struct report *r, FILE *out)
 /* hourly - the hours that saw traffic */
 static void hourly(const struct report *r, FILE *out)
 {
-	char when[32], p[3][16];
+	char when[RPT_WHEN_MAX], p[3][16];
 
-	section(out, "Per-Hour Traffic (UTC)");
-	fprintf(out, "%-16s %8s %8s %8s %8s %8s %7s %7s %7s\n", "hour", "received", "sent",
+	section(out, "Per-Hour Traffic");
+	fprintf(out, "%-22s %8s %8s %8s %8s %8s %7s %7s %7s\n", "hour", "received", "sent",
 		"deferred", "bounced", "expired", "p50", "p90", "p99");
 	for (size_t i = 0; i < r->nhours; i++) {
 		const struct rpt_hour *h = &r->hours[i];
 
 		if (!(h->c.received || h->c.sent || h->c.deferred || h->c.bounced || h->c.expired))
 			continue;
-		fprintf(out, "%-16s %8llu %8llu %8llu %8llu %8llu %7s %7s %7s\n",
-			rpt_utc(r->hour0 + 3600 * i, when, sizeof(when)),
+		fprintf(out, "%-22s %8llu %8llu %8llu %8llu %8llu %7s %7s %7s\n",
+			rpt_when(r, r->hour0 + 3600 * i, when, sizeof(when)),
 			(unsigned long long)h->c.received, (unsigned long long)h->c.sent,
 			(unsigned long long)h->c.deferred, (unsigned long long)h->c.bounced,
 			(unsigned long long)h->c.expired,
@@ -253,10 +254,10 @@ static void sizes(const struct report *r, FILE *out)
 /* report_text - the whole report as text */
 int report_text(const struct report *r, FILE *out, size_t top)
 {
-	char a[32], b[32];
+	char a[TIMEFMT_LEN], b[TIMEFMT_LEN];
 
-	fprintf(out, "tern-report: %s to %s UTC", rpt_utc(r->from_us / 1000000, a, sizeof(a)),
-		rpt_utc(r->to_us / 1000000, b, sizeof(b)));
+	fprintf(out, "tern-report: %s to %s", timefmt_human(r->from_us, r->utc, TIMEFMT_MS, a, sizeof(a)),
+		timefmt_human(r->to_us, r->utc, TIMEFMT_MS, b, sizeof(b)));
 	if (r->nodes > 1)
 		fprintf(out, ", %u nodes", r->nodes);
 	fputc('\n', out);

@@ -38,6 +38,7 @@
 #include "spool.h"
 #include "store.h"
 #include "textesc.h"
+#include "timefmt.h"
 #include "trace.h"
 #include "traceparent.h"
 #include "units.h"
@@ -50,7 +51,7 @@
 enum {
 	OPT_JSON = 1 << 0, OPT_STATE = 1 << 1, OPT_PEER = 1 << 2, OPT_OLDER = 1 << 3,
 	OPT_BY = 1 << 4, OPT_RCPT = 1 << 5, OPT_TIMEOUT = 1 << 6, OPT_SENDER = 1 << 7,
-	OPT_DOMAIN = 1 << 8,
+	OPT_DOMAIN = 1 << 8, OPT_UTC = 1 << 9,
 	OPT_SELECT = OPT_STATE | OPT_PEER | OPT_OLDER | OPT_SENDER | OPT_RCPT | OPT_DOMAIN,
 };
 
@@ -59,6 +60,7 @@ struct ternq {
 	struct store *store;
 	unsigned given;			/* OPT_* bits */
 	int json;
+	int utc;			/* times in UTC, not local time */
 	/* the selection of list, and of ALL for the changing commands */
 	const char *state;
 	const char *peer;
@@ -78,12 +80,12 @@ struct ternq {
 static void __attribute__((noreturn)) usage(void)
 {
 	fprintf(stderr,
-		"usage: ternq [-c FILE] [list] [SELECTORS] [--json]\n"
-		"       ternq [-c FILE] show QID [--json]\n"
+		"usage: ternq [-c FILE] [list] [SELECTORS] [--json] [--utc]\n"
+		"       ternq [-c FILE] show QID [--json] [--utc]\n"
 		"       ternq [-c FILE] cat QID\n"
 		"       ternq [-c FILE] hold|release|delete|retry QID... | - | ALL [SELECTORS] [--timeout DURATION]\n"
 		"       ternq [-c FILE] stats [--by domain|peer] [--json]\n"
-		"       ternq [-c FILE] trace TRACE-ID|QID|MESSAGE-ID|--rcpt ADDRESS [--json]\n"
+		"       ternq [-c FILE] trace TRACE-ID|QID|MESSAGE-ID|--rcpt ADDRESS [--json] [--utc]\n"
 		"SELECTORS: [--state queued|deferred|hold] [--peer P] [--older DURATION]\n"
 		"           [--sender ADDRESS] [--rcpt ADDRESS] [--domain DOMAIN]\n");
 	exit(EXIT_USAGE);
@@ -152,9 +154,9 @@ static const char *queue_name(const struct q_msg *m, const struct q_rcpt *r, siz
  * every member postqueue -j documents, with its meaning, and tern's own;
  * listing (postqueue -j's view): recipients are those still to be
  * delivered, and delay_reason is present only when there is one */
-static json_t *msg_json(const struct q_msg *m, const struct q_rcpt *r, size_t n, int listing)
+static json_t *msg_json(const struct q_msg *m, const struct q_rcpt *r, size_t n, int listing, int utc)
 {
-	char tid[TRACE_ID_HEX + 1], spool[64];
+	char tid[TRACE_ID_HEX + 1], spool[64], when[TIMEFMT_LEN];
 	json_t *o = json_object(), *rs = json_array();
 
 	trace_hex(m, tid);
@@ -162,6 +164,7 @@ static json_t *msg_json(const struct q_msg *m, const struct q_rcpt *r, size_t n,
 	json_object_set_new(o, "forced_expire", json_false());
 	json_object_set_new(o, "queue_id", jstr(m->qid));
 	json_object_set_new(o, "arrival_time", json_integer((json_int_t)(m->arrival_us / 1000000)));
+	json_object_set_new(o, "arrival_time_iso", jstr(timefmt_iso(m->arrival_us, utc, when, sizeof(when))));
 	json_object_set_new(o, "message_size", json_integer((json_int_t)m->size));
 	json_object_set_new(o, "sender", jstr(m->sender));
 	json_object_set_new(o, "state", jstr(msg_state(m, r, n)));
@@ -185,6 +188,8 @@ static json_t *msg_json(const struct q_msg *m, const struct q_rcpt *r, size_t n,
 		json_object_set_new(x, "peer", jstr(r[i].peer));
 		json_object_set_new(x, "attempts", json_integer(r[i].attempts));
 		json_object_set_new(x, "next_attempt", json_integer((json_int_t)(r[i].next_us / 1000000)));
+		json_object_set_new(x, "next_attempt_iso",
+				    jstr(timefmt_iso(r[i].next_us, utc, when, sizeof(when))));
 		if (!listing || r[i].reply[0])
 			json_object_set_new(x, "delay_reason", jstr(r[i].reply));
 		json_array_append_new(rs, x);
@@ -242,38 +247,36 @@ static int selected(const struct ternq *q, const struct q_msg *m, const struct q
 static int list_one(const struct q_msg *m, const struct q_rcpt *r, size_t n, void *arg)
 {
 	struct ternq *q = arg;
-	char when[32];
-	time_t t = (time_t)(m->arrival_us / 1000000);
-	struct tm tm;
+	char when[TIMEFMT_LEN];
 
 	if (!selected(q, m, r, n))
 		return 0;
 	q->total_msgs++;
 	q->total_bytes += m->size;
 	if (q->json) {
-		print_json(msg_json(m, r, n, 1));
+		print_json(msg_json(m, r, n, 1, q->utc));
 		return 0;
 	}
-	localtime_r(&t, &tm);
-	strftime(when, sizeof(when), "%a %b %e %H:%M:%S", &tm);
-	textesc_line(stdout, "%-13s%c %8llu %-20s  %s", m->qid, m->flags & QMSG_HOLD ? '!' : ' ',
+	timefmt_human(m->arrival_us, q->utc, TIMEFMT_MS, when, sizeof(when));
+	textesc_line(stdout, "%-13s%c %8llu %-29s  %s", m->qid, m->flags & QMSG_HOLD ? '!' : ' ',
 		     (unsigned long long)m->size, when, m->sender[0] ? m->sender : "MAILER-DAEMON");
 	for (size_t i = 0; i < n; i++) {
 		if (r[i].state != RCPT_QUEUED && r[i].state != RCPT_DEFERRED)
 			continue;
 		if (r[i].reply[0])
-			textesc_line(stdout, "%46s(%s)", "", r[i].reply);
-		textesc_line(stdout, "%46s%s", "", r[i].addr);
+			textesc_line(stdout, "%55s(%s)", "", r[i].reply);
+		textesc_line(stdout, "%55s%s", "", r[i].addr);
 	}
 	putchar('\n');
 	return 0;
 }
 
-/* cmd_list - the queue, like mailq */
+/* cmd_list - the queue, like mailq (its columns; the arrival time is
+ * ours: with milliseconds and the offset, as every time ternq prints) */
 static int cmd_list(struct ternq *q)
 {
 	if (!q->json)
-		printf("%-14s %8s %-20s  %s\n", "-Queue ID-", "--Size--", "----Arrival Time----",
+		printf("%-14s %8s %-29s  %s\n", "-Queue ID-", "--Size--", "---------Arrival Time--------",
 		       "-Sender/Recipient-------");
 	if (store_foreach(q->store, list_one, q) < 0) {
 		fprintf(stderr, "ternq: cannot read the queue\n");
@@ -301,7 +304,7 @@ static int cmd_show(struct ternq *q, const char *qid)
 	struct q_msg m;
 	struct q_rcpt *r;
 	size_t n;
-	char tid[TRACE_ID_HEX + 1];
+	char tid[TRACE_ID_HEX + 1], when[TIMEFMT_LEN];
 	int rc = store_get(q->store, qid, &m, &r, &n);
 
 	if (rc != 0) {
@@ -309,12 +312,12 @@ static int cmd_show(struct ternq *q, const char *qid)
 		return rc == 1 ? EXIT_NOTFOUND : EXIT_USAGE;
 	}
 	if (q->json) {
-		print_json(msg_json(&m, r, n, 0));
+		print_json(msg_json(&m, r, n, 0, q->utc));
 	} else {
 		trace_hex(&m, tid);
 		/* one value a line, each line escaped (a newline in a value too) */
-		printf("queue_id: %s\nstate: %s\narrival_time: %llu\nsize: %llu\n", m.qid,
-		       msg_state(&m, r, n), (unsigned long long)(m.arrival_us / 1000000),
+		printf("queue_id: %s\nstate: %s\narrival_time: %s\nsize: %llu\n", m.qid,
+		       msg_state(&m, r, n), timefmt_human(m.arrival_us, q->utc, TIMEFMT_MS, when, sizeof(when)),
 		       (unsigned long long)m.size);
 		textesc_line(stdout, "sender: <%s>", m.sender);
 		textesc_line(stdout, "client: %s", m.client);
@@ -322,10 +325,10 @@ static int cmd_show(struct ternq *q, const char *qid)
 		printf("protocol: %s\ntrace_id: %s\n", m.flags & QMSG_LMTP ? "LMTP" : "ESMTP", tid);
 		textesc_line(stdout, "envid: %s", m.envid);
 		for (size_t i = 0; i < n; i++)
-			textesc_line(stdout, "recipient: <%s> state=%s peer=%s attempts=%u next_attempt=%llu%s%s%s",
+			textesc_line(stdout, "recipient: <%s> state=%s peer=%s attempts=%u next_attempt=%s%s%s%s",
 				     r[i].addr, rcpt_state_name(r[i].state), r[i].peer, r[i].attempts,
-				     (unsigned long long)(r[i].next_us / 1000000), r[i].reply[0] ? " (" : "",
-				     r[i].reply, r[i].reply[0] ? ")" : "");
+				     timefmt_human(r[i].next_us, q->utc, TIMEFMT_MS, when, sizeof(when)),
+				     r[i].reply[0] ? " (" : "", r[i].reply, r[i].reply[0] ? ")" : "");
 	}
 	q_rcpts_free(&r, n);
 	q_msg_clear(&m);
@@ -737,6 +740,10 @@ static int ternq_option(struct ternq *q, int ch, const char *arg)
 		q->given |= OPT_RCPT;
 		q->rcpt = arg;
 		return 1;
+	case 'u':
+		q->given |= OPT_UTC;
+		q->utc = 1;
+		return 1;
 	case 't':
 		q->given |= OPT_TIMEOUT;
 		why = "must be more than 0";
@@ -759,13 +766,13 @@ static void check_options(const struct ternq *q, const char *cmd)
 		const char *cmd;
 		unsigned takes;
 	} cmds[] = {
-		{"list", OPT_SELECT | OPT_JSON}, {"show", OPT_JSON}, {"cat", 0},
+		{"list", OPT_SELECT | OPT_JSON | OPT_UTC}, {"show", OPT_JSON | OPT_UTC}, {"cat", 0},
 		{"hold", OPT_SELECT | OPT_TIMEOUT}, {"release", OPT_SELECT | OPT_TIMEOUT},
 		{"delete", OPT_SELECT | OPT_TIMEOUT}, {"retry", OPT_SELECT | OPT_TIMEOUT},
-		{"stats", OPT_BY | OPT_JSON}, {"trace", OPT_RCPT | OPT_JSON},
+		{"stats", OPT_BY | OPT_JSON}, {"trace", OPT_RCPT | OPT_JSON | OPT_UTC},
 	};
 	static const char *const names[] = {"--json", "--state", "--peer", "--older", "--by",
-					    "--rcpt", "--timeout", "--sender", "--domain"};
+					    "--rcpt", "--timeout", "--sender", "--domain", "--utc"};
 
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
 		unsigned extra;
@@ -796,6 +803,7 @@ int main(int argc, char **argv)
 		{"sender", required_argument, NULL, 'S'},
 		{"domain", required_argument, NULL, 'd'},
 		{"timeout", required_argument, NULL, 't'},
+		{"utc", no_argument, NULL, 'u'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -856,7 +864,8 @@ int main(int argc, char **argv)
 	else if (strcmp(cmd, "cat") == 0 && optind + 1 == argc)
 		rc = cmd_cat(&q, argv[optind]);
 	else if (strcmp(cmd, "trace") == 0 && optind + !q.rcpt == argc)
-		rc = ternq_trace(q.store, q.conf, q.rcpt ? q.rcpt : argv[optind], q.rcpt != NULL, q.json);
+		rc = ternq_trace(q.store, q.conf, q.rcpt ? q.rcpt : argv[optind], q.rcpt != NULL, q.json,
+				 q.utc);
 	else if (strcmp(cmd, "stats") == 0 && optind == argc)
 		rc = cmd_stats(&q);
 	else if (!strcmp(cmd, "hold") || !strcmp(cmd, "release") || !strcmp(cmd, "delete")

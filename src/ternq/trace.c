@@ -19,6 +19,7 @@
 #include "qid.h"
 #include "store_journal.h"
 #include "textesc.h"
+#include "timefmt.h"
 #include "trace.h"
 #include "xalloc.h"
 
@@ -149,21 +150,20 @@ static int unhex(const char *s, unsigned char out[16])
 		? 0 : -1;
 }
 
-/* stamp - a time as YYYY-MM-DD HH:MM:SS.ffffff, UTC */
-static void stamp(uint64_t us, char out[40])
-{
-	time_t t = (time_t)(us / 1000000);
-	struct tm tm;
-
-	gmtime_r(&t, &tm);
-	strftime(out, 40, "%Y-%m-%d %H:%M:%S", &tm);
-	snprintf(out + strlen(out), 40 - strlen(out), ".%06u", (unsigned)(us % 1000000));
-}
-
 /* secs - microseconds as seconds, for JSON */
 static json_t *secs(uint64_t us)
 {
 	return json_real((double)us / 1e6);
+}
+
+/* set_time - a time in JSON: seconds in name, ISO 8601 in name_iso */
+static void set_time(json_t *o, const char *name, uint64_t us, int utc)
+{
+	char key[32], when[TIMEFMT_LEN];
+
+	snprintf(key, sizeof(key), "%s_iso", name);
+	json_object_set_new(o, name, secs(us));
+	json_object_set_new(o, key, json_string(timefmt_iso(us, utc, when, sizeof(when))));
 }
 
 static const char *const tls_names[] = {"none", "full", "resumed"};
@@ -226,7 +226,7 @@ static json_t *final_states(const struct found *f, const char *qid, int json)
 				json_array_append_new(arr, o);
 				free(addr);
 			} else {
-				textesc_line(stdout, "%-26s final     %s: to=<%.*s>, status=%s", "", qid,
+				textesc_line(stdout, "%-29s final     %s: to=<%.*s>, status=%s", "", qid,
 					     (int)len, p, state);
 			}
 			p += len + (p[len] == '\n');
@@ -236,14 +236,14 @@ static json_t *final_states(const struct found *f, const char *qid, int json)
 }
 
 /* print_text - the path, one line per event, then the final states */
-static void print_text(const struct found *f)
+static void print_text(const struct found *f, int utc)
 {
-	char when[40], tid[33], span[17], parent[17];
+	char when[TIMEFMT_LEN], tid[33], span[17], parent[17];
 
 	for (size_t i = 0; i < f->n; i++) {
 		const struct event *e = &f->ev[i];
 
-		stamp(e->time_us, when);
+		timefmt_human(e->time_us, utc, TIMEFMT_MS, when, sizeof(when));
 		if (e->milter) {
 			hex(e->j.trace_id, 16, tid);
 			hex(e->j.span_id, 8, span);
@@ -287,7 +287,7 @@ static void print_text(const struct found *f)
 
 /* to_json - the path as one object: milter, messages (acceptance,
  * attempts, recipients' final states), in time order */
-static json_t *to_json(const struct found *f, const char *what)
+static json_t *to_json(const struct found *f, const char *what, int utc)
 {
 	json_t *o = json_object(), *traces = json_array(), *milter = json_array(), *msgs = json_array();
 	char tid[33], span[17], parent[17];
@@ -304,7 +304,7 @@ static json_t *to_json(const struct found *f, const char *what)
 			hex(e->j.trace_id, 16, tid);
 			hex(e->j.span_id, 8, span);
 			hex(e->j.parent_id, 8, parent);
-			json_object_set_new(x, "time", secs(e->time_us));
+			set_time(x, "time", e->time_us, utc);
 			json_object_set_new(x, "queue_id", jstr(e->j.mta_qid));
 			json_object_set_new(x, "verdict", jstr(e->j.verdict));
 			json_object_set_new(x, "client", jstr(e->j.client));
@@ -321,7 +321,7 @@ static json_t *to_json(const struct found *f, const char *what)
 			hex(e->h.trace_id, 16, tid);
 			hex(e->h.span_id, 8, span);
 			json_object_set_new(x, "queue_id", json_string(e->h.qid));
-			json_object_set_new(x, "time", secs(e->time_us));
+			set_time(x, "time", e->time_us, utc);
 			json_object_set_new(x, "sender", jstr(e->h.sender));
 			json_object_set_new(x, "size", json_integer((json_int_t)e->h.size));
 			json_object_set_new(x, "nrcpt", json_integer(e->h.nrcpt));
@@ -338,7 +338,7 @@ static json_t *to_json(const struct found *f, const char *what)
 					continue;
 				a = json_object();
 				d = json_object();
-				json_object_set_new(a, "time", secs(h->time_us));
+				set_time(a, "time", h->time_us, utc);
 				json_object_set_new(a, "recipient", jstr(h->rcpt));
 				json_object_set_new(a, "peer", jstr(h->peer));
 				json_object_set_new(a, "relay", jstr(h->relay));
@@ -372,7 +372,8 @@ static json_t *to_json(const struct found *f, const char *what)
 }
 
 /* ternq_trace - find and print a message's path; 0, or 1 if nothing is found */
-int ternq_trace(struct store *st, const struct conf *conf, const char *what, int by_rcpt, int json)
+int ternq_trace(struct store *st, const struct conf *conf, const char *what, int by_rcpt, int json,
+		int utc)
 {
 	struct found f = {0};
 	struct journal_db *jdb;
@@ -415,9 +416,9 @@ int ternq_trace(struct store *st, const struct conf *conf, const char *what, int
 	}
 	qsort(f.ev, f.n, sizeof(*f.ev), by_time);
 	if (json)
-		print_json(to_json(&f, what));
+		print_json(to_json(&f, what, utc));
 	else
-		print_text(&f);
+		print_text(&f, utc);
 	for (size_t i = 0; i < f.n; i++) {
 		if (f.ev[i].milter)
 			journal_rec_clear(&f.ev[i].j);

@@ -9,6 +9,7 @@
 
 json_t *jstr(const char *s);
 void print_json(json_t *o);
-int ternq_trace(struct store *st, const struct conf *conf, const char *what, int by_rcpt, int json);
+int ternq_trace(struct store *st, const struct conf *conf, const char *what, int by_rcpt, int json,
+		int utc);
 
 #endif

@@ -176,7 +176,7 @@ tap_like "trace: the Message-ID escaped" "$(grep ' accepted ' "$top/trace.txt")"
 tap_like "trace: the sender escaped" "$(grep ' accepted ' "$top/trace.txt")" \
 	'from=<"evil>, size=99999 \\xc2\\x9b31m"@senders\.test>, '
 tap_like "list: the deferred recipient escaped" "$(grep ' later@' "$top/list.txt")" \
-	'^ {46}later@c\\xc2\\x9b32m\.test$'
+	'^ {55}later@c\\xc2\\x9b32m\.test$'
 tap_like "show: the sender escaped" "$(grep '^sender: ' "$top/show.txt")" \
 	'^sender: <"evil>, size=99999 \\xc2\\x9b31m"@senders\.test>$'
 tap_like "show: the peer's deferral, its ESC and BEL as '?' (from the reply reader)" \

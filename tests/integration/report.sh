@@ -133,7 +133,7 @@ tap_is "json: the documented members of a peer" \
 	"['bounced', 'connection_failures', 'connections', 'deferred', 'delay_histogram', 'delay_p50_ms', 'delay_p90_ms', 'delay_p99_ms', 'expired', 'handshake_failures', 'peer', 'reuse_ratio', 'reused', 'sent', 'tls_full', 'tls_resumed', 'tls_resumption_ratio', 'transactions']"
 tap_is "json: every documented top-level member is there" \
 	"$(jq "$top/r.json" 'sorted(r.keys())')" \
-	"['delay_bounds_ms', 'domains', 'domains_exact', 'from', 'generated', 'hosts', 'hosts_more', 'hourly', 'nodes', 'peers', 'queue', 'reasons', 'senders', 'senders_exact', 'series', 'sizes', 'to', 'totals', 'version']"
+	"['delay_bounds_ms', 'domains', 'domains_exact', 'from', 'from_iso', 'generated', 'generated_iso', 'hosts', 'hosts_more', 'hourly', 'nodes', 'peers', 'queue', 'reasons', 'senders', 'senders_exact', 'series', 'sizes', 'to', 'to_iso', 'totals', 'version']"
 tap_is "json hosts: this node's name" "$(jq "$top/r.json" 'r["hosts"]')" "['ternd.test']"
 tap_is "json senders: app@ with 10 messages, and the 2 DSNs of the null sender" \
 	"$(jq "$top/r.json" '[(s["sender"], s["messages"], s["recipients"], s["bytes"] > 0) for s in r["senders"]]')" \

@@ -163,7 +163,7 @@ tap_is "the index: q per record (8), t, m and r per acceptance (3, 2, 4)" "$(_ta
 # --- ternq trace, text -----------------------------------------------------------
 ternq_ trace "$tid" >"$top/by-trace.txt" 2>&1
 tap_is "trace by trace id: exit 0, milter, acceptance, three attempts, two final states, in order" \
-	"$(sed -E 's/^[0-9-]+ [0-9:.]+ +//; s/^ +//' "$top/by-trace.txt" | awk '{print $1}' | tr '\n' ' ')" \
+	"$(sed -E 's/^[0-9-]+ [0-9:.]+ [-+][0-9]{4} +//; s/^ +//' "$top/by-trace.txt" | awk '{print $1}' | tr '\n' ' ')" \
 	"milter accepted attempt attempt attempt final final "
 tap_like "the milter line has Postfix's queue id and the verdict" \
 	"$(grep ' milter ' "$top/by-trace.txt")" \

@@ -3,8 +3,9 @@
  * (also of merged histograms), aggregation of history records (outcomes,
  * transactions, connection reuse and TLS, failures), the bounded tables
  * (peers, reasons, Space-Saving domains), CSV and HTML escaping, the time
- * parser, the --merge JSON reader's refusals, store_hist_foreach_range
- * over more records than one read batch, and the sections of the milter's
+ * parser and the --since window in three zones (DST days too), hours
+ * that begin where the zone's do, the --merge JSON reader's refusals,
+ * store_hist_foreach_range over more records than one read batch, and the sections of the milter's
  * verdicts, the top senders and the message sizes in text, CSV and JSON
  * (also merged), and the series' step per window.
  */
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "report.h"
 #include "store.h"
@@ -286,6 +288,13 @@ static const struct {
 	{"2024-11-29T01:30", 0, DAY0 + 5400},
 	{"2024-11-29 01:30:15", 0, DAY0 + 5415},
 	{"2024-11-29T01:30:15Z", 0, DAY0 + 5415},
+	{"2024-11-29T01:30:15.250Z", 0, DAY0 + 5415},
+	{"2024-11-29T01:30:15+05:30", 0, DAY0 + 5415 - 19800},
+	{"2024-11-29T01:30-0500", 0, DAY0 + 5400 + 18000},
+	{"2024-11-29T01:30-05", 0, DAY0 + 5400 + 18000},
+	{"2024-11-29T01:30+25:00", -1, 0},
+	{"2024-11-29T01:30+05:3", -1, 0},
+	{"2024-11-29T01:30Zx", -1, 0},
 	{"2024-11-29T", -1, 0},
 	{"2024-11-29x", -1, 0},
 	{"yesterday", -1, 0},
@@ -299,9 +308,132 @@ START_TEST(test_time)
 {
 	uint64_t sec = 42;
 
-	ck_assert_int_eq(rpt_parse_time(times[_i].in, &sec), times[_i].rc);
+	ck_assert_int_eq(rpt_parse_time(times[_i].in, 1, &sec), times[_i].rc);
 	if (times[_i].rc == 0)
 		ck_assert_uint_eq(sec, times[_i].sec);
+}
+END_TEST
+
+/* zone - make tz the process's local zone */
+static void zone(const char *tz)
+{
+	ck_assert_int_eq(setenv("TZ", tz, 1), 0);
+	tzset();
+}
+
+START_TEST(test_time_local)
+{
+	uint64_t sec;
+
+	/* without a zone: local time, the offset in force then; a zone wins */
+	zone("America/New_York");
+	ck_assert_int_eq(rpt_parse_time("2024-11-29", 0, &sec), 0);
+	ck_assert_uint_eq(sec, DAY0 + 18000);
+	ck_assert_int_eq(rpt_parse_time("2026-07-01T12:00", 0, &sec), 0);
+	ck_assert_uint_eq(sec, 1782921600);	/* EDT: -0400 */
+	ck_assert_int_eq(rpt_parse_time("2024-11-29T00:00Z", 0, &sec), 0);
+	ck_assert_uint_eq(sec, DAY0);
+	zone("Asia/Kolkata");
+	ck_assert_int_eq(rpt_parse_time("2024-11-29", 0, &sec), 0);
+	ck_assert_uint_eq(sec, DAY0 - 19800);
+	ck_assert_int_eq(rpt_parse_time("2024-11-29", 1, &sec), 0);
+	ck_assert_uint_eq(sec, DAY0);
+	zone("UTC");
+}
+END_TEST
+
+/* --since: (zone, now, spec) -> [from, to); rc -1 refused */
+#define NY_0308 1772946000ULL		/* 2026-03-08 00:00 -0500, a day of 23 hours */
+#define NY_1101 1793505600ULL		/* 2026-11-01 00:00 -0400, a day of 25 hours */
+static const struct {
+	const char *tz;
+	uint64_t now;
+	const char *spec;
+	int utc, rc;
+	uint64_t from, to;
+} windows[] = {
+	/* DAY0 + 3 h: 2024-11-28 22:00 in New York, 08:30 on the 29th in Kolkata */
+	{"America/New_York", DAY0 + 10800, "today", 0, 0, DAY0 - 86400 + 18000, DAY0 + 10800},
+	{"America/New_York", DAY0 + 10800, "yesterday", 0, 0, DAY0 - 2 * 86400 + 18000,
+	 DAY0 - 86400 + 18000},
+	{"America/New_York", DAY0 + 10800, "today", 1, 0, DAY0, DAY0 + 10800},
+	{"America/New_York", DAY0 + 10800, "yesterday", 1, 0, DAY0 - 86400, DAY0},
+	{"Asia/Kolkata", DAY0 + 10800, "today", 0, 0, DAY0 - 19800, DAY0 + 10800},
+	{"Asia/Kolkata", DAY0 + 10800, "yesterday", 0, 0, DAY0 - 86400 - 19800, DAY0 - 19800},
+	{"Asia/Kolkata", DAY0 + 10800, "-24h", 0, 0, DAY0 + 10800 - 86400, DAY0 + 10800},
+	{"Asia/Kolkata", DAY0 + 10800, "24h", 0, 0, DAY0 + 10800 - 86400, DAY0 + 10800},
+	{"Asia/Kolkata", DAY0 + 10800, "90m", 0, 0, DAY0 + 10800 - 5400, DAY0 + 10800},
+	{"Asia/Kolkata", DAY0 + 10800, "2024-11-29", 0, 0, DAY0 - 19800, DAY0 + 10800},
+	{"America/New_York", DAY0 + 10800, "2024-11-28T12:00", 0, 0, DAY0 - 43200 + 18000,
+	 DAY0 + 10800},
+	{"America/New_York", DAY0 + 10800, "2024-11-28T12:00:00+01:00", 0, 0, DAY0 - 43200 - 3600,
+	 DAY0 + 10800},
+	{"America/New_York", DAY0 + 10800, "@1732800000", 0, 0, 1732800000, DAY0 + 10800},
+	/* the days DST changes: 23 and 25 hours */
+	{"America/New_York", NY_0308 + 86400 + 3600, "yesterday", 0, 0, NY_0308, NY_0308 + 82800},
+	{"America/New_York", NY_1101 + 90000 + 3600, "yesterday", 0, 0, NY_1101, NY_1101 + 90000},
+	{"America/New_York", NY_1101 + 43200, "today", 0, 0, NY_1101, NY_1101 + 43200},
+	{"America/New_York", DAY0, "0s", 0, -1, 0, 0},
+	{"America/New_York", DAY0, "-0s", 0, -1, 0, 0},
+	{"America/New_York", DAY0, "tomorrow", 0, -1, 0, 0},
+	{"America/New_York", DAY0, "2024-11-30", 0, -1, 0, 0},
+	{"America/New_York", DAY0, "", 0, -1, 0, 0},
+	{"America/New_York", DAY0, "--24h", 0, -1, 0, 0},
+};
+
+START_TEST(test_since)
+{
+	uint64_t from = 1, to = 2;
+	const char *why = NULL;
+
+	zone(windows[_i].tz);
+	ck_assert_int_eq(rpt_window(windows[_i].spec, US(windows[_i].now), windows[_i].utc, &from, &to,
+				    &why), windows[_i].rc);
+	if (windows[_i].rc == 0) {
+		ck_assert_uint_eq(from, US(windows[_i].from));
+		ck_assert_uint_eq(to, US(windows[_i].to));
+	} else {
+		ck_assert_ptr_nonnull(why);
+	}
+	zone("UTC");
+}
+END_TEST
+
+/* the hours of a report begin where the zone's do: half an hour off UTC
+ * in Kolkata, 25 of them on the day New York falls back */
+START_TEST(test_zone_hours)
+{
+	struct report r;
+	const char *why;
+	char buf[RPT_WHEN_MAX];
+
+	zone("Asia/Kolkata");
+	ck_assert_int_eq(report_init_zone(&r, US(DAY0), US(DAY0 + 86400), 0, &why), 0);
+	ck_assert_uint_eq(r.hour0, DAY0 - 1800);
+	ck_assert_uint_eq(r.nhours, 25);
+	ck_assert_str_eq(rpt_when(&r, r.hour0, buf, sizeof(buf)), "2024-11-29 05:00 +0530");
+	ck_assert_ptr_eq(rpt_hour(&r, DAY0 + 1799), &r.hours[0]);	/* 05:59:59 */
+	ck_assert_ptr_eq(rpt_hour(&r, DAY0 + 1800), &r.hours[1]);	/* 06:00 */
+	ck_assert_uint_eq((r.slot0 + 19800) % r.slot_step, 0);
+	report_free(&r);
+	ck_assert_int_eq(report_init_zone(&r, US(DAY0), US(DAY0 + 86400), 1, &why), 0);
+	ck_assert_uint_eq(r.hour0, DAY0);
+	ck_assert_uint_eq(r.nhours, 24);
+	ck_assert_str_eq(rpt_when(&r, r.hour0, buf, sizeof(buf)), "2024-11-29 00:00 +0000");
+	report_free(&r);
+	zone("America/New_York");
+	ck_assert_int_eq(report_init_zone(&r, US(NY_1101), US(NY_1101 + 90000), 0, &why), 0);
+	ck_assert_uint_eq(r.hour0, NY_1101);
+	ck_assert_uint_eq(r.nhours, 25);
+	ck_assert_str_eq(rpt_when(&r, r.hour0 + 3600, buf, sizeof(buf)), "2026-11-01 01:00 -0400");
+	ck_assert_str_eq(rpt_when(&r, r.hour0 + 7200, buf, sizeof(buf)), "2026-11-01 01:00 -0500");
+	ck_assert_str_eq(rpt_when(&r, r.hour0 + 24 * 3600, buf, sizeof(buf)), "2026-11-01 23:00 -0500");
+	report_free(&r);
+	ck_assert_int_eq(report_init_zone(&r, US(NY_0308), US(NY_0308 + 82800), 0, &why), 0);
+	ck_assert_uint_eq(r.nhours, 23);
+	ck_assert_str_eq(rpt_when(&r, r.hour0 + 2 * 3600, buf, sizeof(buf)), "2026-03-08 03:00 -0400");
+	report_free(&r);
+	zone("UTC");
 }
 END_TEST
 
@@ -581,7 +713,7 @@ START_TEST(test_extra_text)
 
 	extra_report(&r);
 	t = to_text(text_fn, &r, NULL);
-	ck_assert_ptr_nonnull(strstr(t, " UTC\nhost: mx1.example\n\nGrand Totals\n"));
+	ck_assert_ptr_nonnull(strstr(t, " +0000\nhost: mx1.example\n\nGrand Totals\n"));
 	ck_assert_ptr_nonnull(strstr(t, "\nMilter Verdicts\n---------------\n"
 				     "        7   messages inspected\n"
 				     "        2   accepted\n"
@@ -753,6 +885,9 @@ int main(void)
 	tcase_add_test(tc, test_space_saving);
 	tcase_add_loop_test(tc, test_escape, 0, N_ELEMENTS(escapes));
 	tcase_add_loop_test(tc, test_time, 0, N_ELEMENTS(times));
+	tcase_add_test(tc, test_time_local);
+	tcase_add_loop_test(tc, test_since, 0, N_ELEMENTS(windows));
+	tcase_add_test(tc, test_zone_hours);
 	tcase_add_test(tc, test_merge);
 	tcase_add_loop_test(tc, test_merge_refuses, 0, N_ELEMENTS(bad_json));
 	tcase_add_test(tc, test_merge_all_or_nothing);
