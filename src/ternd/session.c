@@ -26,6 +26,7 @@
 
 #include <sodium.h>
 
+#include "commit.h"
 #include "hdr_scan.h"
 #include "log.h"
 #include "session.h"
