@@ -1,8 +1,12 @@
 /*
  * conn - one outbound SMTP connection to a relay peer.
  *
- * Every read and write has a deadline (poll on a non-blocking socket), so
- * a stalled peer costs its own connection and nothing else. Under
+ * Every read and write has an absolute deadline (deadline.h: poll on a
+ * non-blocking socket, the timeout counted from the start of the
+ * operation, never restarted by a partial read or write), so a stalled
+ * or trickling peer costs its own connection and nothing else. A closed
+ * connection (conn_close, relay_fail) fails every call at once and keeps
+ * why it failed. Under
  * tls = encrypt or verify nothing but EHLO and STARTTLS is ever sent in
  * clear: no STARTTLS offered, a failed handshake or a certificate that
  * does not verify fails the connection. Whatever the server sent before
@@ -42,19 +46,11 @@
 #include <sodium.h>
 
 #include "conn.h"
+#include "deadline.h"
 #include "log.h"
 #include "stats.h"
 #include "tls_cache.h"
 #include "xalloc.h"
-
-/* ms_now - monotonic milliseconds */
-static long long ms_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* conn_fail - note why the connection failed; returns -1 */
 static int __attribute__((format(printf, 3, 4))) conn_fail(struct conn *c, int temporary, const char *fmt, ...)
@@ -68,32 +64,14 @@ static int __attribute__((format(printf, 3, 4))) conn_fail(struct conn *c, int t
 	return -1;
 }
 
-/* wait_fd - poll for events until the deadline; 0 ready, -1 timeout/error */
-static int wait_fd(int fd, short events, long long deadline)
-{
-	for (;;) {
-		struct pollfd p = {fd, events, 0};
-		long long left = deadline - ms_now();
-		int rc;
-
-		if (left <= 0)
-			return -1;
-		rc = poll(&p, 1, (int)(left > 60000 ? 60000 : left));
-		if (rc > 0)
-			return 0;
-		if (rc < 0 && errno != EINTR)
-			return -1;
-	}
-}
-
 /* ssl_wait - after an SSL call wants I/O, wait for it */
 static int ssl_wait(struct conn *c, int rc, long long deadline)
 {
 	switch (SSL_get_error(c->ssl, rc)) {
 	case SSL_ERROR_WANT_READ:
-		return wait_fd(c->fd, POLLIN, deadline);
+		return deadline_wait(c->fd, POLLIN, deadline);
 	case SSL_ERROR_WANT_WRITE:
-		return wait_fd(c->fd, POLLOUT, deadline);
+		return deadline_wait(c->fd, POLLOUT, deadline);
 	default:
 		return -1;
 	}
@@ -117,7 +95,7 @@ static int io_write(struct conn *c, const char *buf, size_t len, long long deadl
 		} else {
 			n = send(c->fd, buf, len, MSG_NOSIGNAL);
 			if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-				if (wait_fd(c->fd, POLLOUT, deadline) < 0)
+				if (deadline_wait(c->fd, POLLOUT, deadline) < 0)
 					return -1;
 				continue;
 			}
@@ -149,7 +127,7 @@ static int io_read(struct conn *c, long long deadline)
 		} else {
 			n = recv(c->fd, c->in, sizeof(c->in), 0);
 			if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-				if (wait_fd(c->fd, POLLIN, deadline) < 0)
+				if (deadline_wait(c->fd, POLLIN, deadline) < 0)
 					return 0;
 				continue;
 			}
@@ -164,7 +142,9 @@ static int io_read(struct conn *c, long long deadline)
 /* conn_write - send buf with a deadline */
 int conn_write(struct conn *c, const void *buf, size_t len, long long timeout_ms)
 {
-	if (io_write(c, buf, len, ms_now() + timeout_ms) < 0)
+	if (c->fd < 0)
+		return -1;	/* closed: why is kept */
+	if (io_write(c, buf, len, deadline_after(timeout_ms)) < 0)
 		return conn_fail(c, 1, "lost connection with %s[%s] while sending", c->host, c->addr);
 	return 0;
 }
@@ -172,8 +152,10 @@ int conn_write(struct conn *c, const void *buf, size_t len, long long timeout_ms
 /* conn_reply - the next complete reply, by the deadline */
 int conn_reply(struct conn *c, struct smtp_reply *r, long long timeout_ms)
 {
-	long long deadline = ms_now() + timeout_ms;
+	long long deadline = deadline_after(timeout_ms);
 
+	if (c->fd < 0)
+		return -1;	/* closed: why is kept */
 	for (;;) {
 		int rc = smtp_reply_next(c->parser, r);
 
@@ -184,7 +166,7 @@ int conn_reply(struct conn *c, struct smtp_reply *r, long long timeout_ms)
 					 smtp_reply_error(c->parser));
 		if (c->in_pos == c->in_len && !io_read(c, deadline))
 			return conn_fail(c, 1, "%s with %s[%s] while receiving the reply",
-					 ms_now() >= deadline ? "conversation timed out" : "lost connection",
+					 deadline_passed(deadline) ? "conversation timed out" : "lost connection",
 					 c->host, c->addr);
 		ssize_t n = smtp_reply_push(c->parser, c->in + c->in_pos, c->in_len - c->in_pos);
 
@@ -218,7 +200,7 @@ static int send_file(struct conn *c, int fd, off_t offset, size_t len, long long
 		} else {
 			n = sendfile(c->fd, fd, &offset, len);	/* moves offset */
 			if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-				if (wait_fd(c->fd, POLLOUT, deadline) < 0)
+				if (deadline_wait(c->fd, POLLOUT, deadline) < 0)
 					return -1;
 				continue;
 			}
@@ -236,15 +218,17 @@ static int send_file(struct conn *c, int fd, off_t offset, size_t len, long long
 ssize_t conn_send_body(struct conn *c, int fd, off_t offset, size_t len, int dotstuff,
 		       long long timeout_ms)
 {
-	long long deadline = ms_now() + timeout_ms;
+	long long deadline = deadline_after(timeout_ms);
 	char in[65536], out[2 * 65536];
 	size_t left = len;
 	int bol = 1;
 
+	if (c->fd < 0)
+		return -1;	/* closed: why is kept */
 	if (!dotstuff && c->method != SEND_COPY) {
 		if (send_file(c, fd, offset, len, deadline) < 0)
 			return conn_fail(c, 1, "%s with %s[%s] while sending the message",
-					 ms_now() >= deadline ? "conversation timed out" : "lost connection",
+					 deadline_passed(deadline) ? "conversation timed out" : "lost connection",
 					 c->host, c->addr);
 		metric_add(stats.bytes, len, c->peer->name, conn_send_method_name(c->method));
 		return (ssize_t)len;
@@ -298,7 +282,7 @@ static int tcp_connect(struct conn *c, const char *host, int port, long long dea
 		if (fd < 0)
 			continue;
 		if ((connect(fd, a->ai_addr, a->ai_addrlen) < 0 && errno != EINPROGRESS)
-		    || wait_fd(fd, POLLOUT, deadline) < 0
+		    || deadline_wait(fd, POLLOUT, deadline) < 0
 		    || getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &elen) < 0 || e != 0) {
 			close(fd);
 			fd = -1;
@@ -352,8 +336,8 @@ static int handshake(struct conn *c, SSL_CTX *ctx, long long timeout)
 	tls_cache_offer(c->ssl);
 	if (p->tls == TLS_VERIFY && !SSL_set1_host(c->ssl, name))
 		return conn_fail(c, 1, "cannot set the TLS host name to verify");
-	deadline = ms_now() + timeout;
-	started = ms_now();
+	deadline = deadline_after(timeout);
+	started = deadline_clock();
 	for (;;) {
 		int rc = SSL_connect(c->ssl);
 
@@ -375,7 +359,7 @@ static int handshake(struct conn *c, SSL_CTX *ctx, long long timeout)
 	}
 	c->tls_resumed = SSL_session_reused(c->ssl);
 	metric_add(stats.tls_handshakes, 1, p->name, "ok", c->tls_resumed ? "yes" : "no");
-	metric_observe(stats.tls_seconds, (double)(ms_now() - started) / 1e3, p->name);
+	metric_observe(stats.tls_seconds, (double)(deadline_clock() - started) / 1e3, p->name);
 	return 0;
 }
 
@@ -476,7 +460,7 @@ static int auth(struct conn *c, SSL_CTX *ctx, long long timeout)
 static int open_host(struct conn *c, const char *host, SSL_CTX *ctx, const char *helo, int use_tls)
 {
 	const struct conf_peer *p = c->peer;
-	long long deadline = ms_now() + p->connect_timeout;
+	long long deadline = deadline_after(p->connect_timeout);
 	struct smtp_reply r;
 
 	smtp_reply_reset(c->parser);
@@ -568,7 +552,7 @@ void conn_close(struct conn *c, int polite)
 	if (c->fd >= 0 && polite) {
 		struct smtp_reply r;
 
-		if (io_write(c, "QUIT\r\n", 6, ms_now() + 2000) == 0)
+		if (io_write(c, "QUIT\r\n", 6, deadline_after(2000)) == 0)
 			conn_reply(c, &r, 2000);
 	}
 	if (c->fd >= 0 && c->opened)
