@@ -41,6 +41,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "commit.h"
 #include "log.h"
 #include "queue_ops.h"
 #include "relay.h"

@@ -1,8 +1,12 @@
 /*
  * conn - one outbound SMTP connection to a relay peer.
  *
- * Every read and write has a deadline (poll on a non-blocking socket), so
- * a stalled peer costs its own connection and nothing else. Under
+ * Every read and write has an absolute deadline (deadline.h: poll on a
+ * non-blocking socket, the timeout counted from the start of the
+ * operation, never restarted by a partial read or write), so a stalled
+ * or trickling peer costs its own connection and nothing else. A closed
+ * connection (conn_close, relay_fail) fails every call at once and keeps
+ * why it failed. Under
  * tls = encrypt or verify nothing but EHLO and STARTTLS is ever sent in
  * clear: no STARTTLS offered, a failed handshake or a certificate that
  * does not verify fails the connection. Whatever the server sent before
@@ -16,26 +20,24 @@
  * connections ask OpenSSL for kernel TLS (SSL_OP_ENABLE_KTLS); when the
  * kernel took the send side after the handshake, content goes out by
  * SSL_sendfile, else it is read from the spool and written with
- * SSL_write (the copy path: kernels without the tls module).
+ * SSL_write (the copy path: kernels without the tls module). TLS
+ * contexts, the session cache and the AUTH password are tls_cache.c's.
  */
 #include "config.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,8 +47,10 @@
 
 #include "clock.h"
 #include "conn.h"
-#include "stats.h"
+#include "deadline.h"
 #include "log.h"
+#include "stats.h"
+#include "tls_cache.h"
 #include "xalloc.h"
 
 /* conn_fail - note why the connection failed; returns -1 */
@@ -61,32 +65,14 @@ static int __attribute__((format(printf, 3, 4))) conn_fail(struct conn *c, int t
 	return -1;
 }
 
-/* wait_fd - poll for events until the deadline; 0 ready, -1 timeout/error */
-static int wait_fd(int fd, short events, long long deadline)
-{
-	for (;;) {
-		struct pollfd p = {fd, events, 0};
-		long long left = deadline - ms_now();
-		int rc;
-
-		if (left <= 0)
-			return -1;
-		rc = poll(&p, 1, (int)(left > 60000 ? 60000 : left));
-		if (rc > 0)
-			return 0;
-		if (rc < 0 && errno != EINTR)
-			return -1;
-	}
-}
-
 /* ssl_wait - after an SSL call wants I/O, wait for it */
 static int ssl_wait(struct conn *c, int rc, long long deadline)
 {
 	switch (SSL_get_error(c->ssl, rc)) {
 	case SSL_ERROR_WANT_READ:
-		return wait_fd(c->fd, POLLIN, deadline);
+		return deadline_wait(c->fd, POLLIN, deadline);
 	case SSL_ERROR_WANT_WRITE:
-		return wait_fd(c->fd, POLLOUT, deadline);
+		return deadline_wait(c->fd, POLLOUT, deadline);
 	default:
 		return -1;
 	}
@@ -110,7 +96,7 @@ static int io_write(struct conn *c, const char *buf, size_t len, long long deadl
 		} else {
 			n = send(c->fd, buf, len, MSG_NOSIGNAL);
 			if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-				if (wait_fd(c->fd, POLLOUT, deadline) < 0)
+				if (deadline_wait(c->fd, POLLOUT, deadline) < 0)
 					return -1;
 				continue;
 			}
@@ -142,7 +128,7 @@ static int io_read(struct conn *c, long long deadline)
 		} else {
 			n = recv(c->fd, c->in, sizeof(c->in), 0);
 			if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-				if (wait_fd(c->fd, POLLIN, deadline) < 0)
+				if (deadline_wait(c->fd, POLLIN, deadline) < 0)
 					return 0;
 				continue;
 			}
@@ -157,7 +143,9 @@ static int io_read(struct conn *c, long long deadline)
 /* conn_write - send buf with a deadline */
 int conn_write(struct conn *c, const void *buf, size_t len, long long timeout_ms)
 {
-	if (io_write(c, buf, len, ms_now() + timeout_ms) < 0)
+	if (c->fd < 0)
+		return -1;	/* closed: why is kept */
+	if (io_write(c, buf, len, deadline_after(timeout_ms)) < 0)
 		return conn_fail(c, 1, "lost connection with %s[%s] while sending", c->host, c->addr);
 	return 0;
 }
@@ -165,8 +153,10 @@ int conn_write(struct conn *c, const void *buf, size_t len, long long timeout_ms
 /* conn_reply - the next complete reply, by the deadline */
 int conn_reply(struct conn *c, struct smtp_reply *r, long long timeout_ms)
 {
-	long long deadline = ms_now() + timeout_ms;
+	long long deadline = deadline_after(timeout_ms);
 
+	if (c->fd < 0)
+		return -1;	/* closed: why is kept */
 	for (;;) {
 		int rc = smtp_reply_next(c->parser, r);
 
@@ -177,7 +167,7 @@ int conn_reply(struct conn *c, struct smtp_reply *r, long long timeout_ms)
 					 smtp_reply_error(c->parser));
 		if (c->in_pos == c->in_len && !io_read(c, deadline))
 			return conn_fail(c, 1, "%s with %s[%s] while receiving the reply",
-					 ms_now() >= deadline ? "conversation timed out" : "lost connection",
+					 deadline_passed(deadline) ? "conversation timed out" : "lost connection",
 					 c->host, c->addr);
 		ssize_t n = smtp_reply_push(c->parser, c->in + c->in_pos, c->in_len - c->in_pos);
 
@@ -211,7 +201,7 @@ static int send_file(struct conn *c, int fd, off_t offset, size_t len, long long
 		} else {
 			n = sendfile(c->fd, fd, &offset, len);	/* moves offset */
 			if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-				if (wait_fd(c->fd, POLLOUT, deadline) < 0)
+				if (deadline_wait(c->fd, POLLOUT, deadline) < 0)
 					return -1;
 				continue;
 			}
@@ -229,15 +219,17 @@ static int send_file(struct conn *c, int fd, off_t offset, size_t len, long long
 ssize_t conn_send_body(struct conn *c, int fd, off_t offset, size_t len, int dotstuff,
 		       long long timeout_ms)
 {
-	long long deadline = ms_now() + timeout_ms;
+	long long deadline = deadline_after(timeout_ms);
 	char in[65536], out[2 * 65536];
 	size_t left = len;
 	int bol = 1;
 
+	if (c->fd < 0)
+		return -1;	/* closed: why is kept */
 	if (!dotstuff && c->method != SEND_COPY) {
 		if (send_file(c, fd, offset, len, deadline) < 0)
 			return conn_fail(c, 1, "%s with %s[%s] while sending the message",
-					 ms_now() >= deadline ? "conversation timed out" : "lost connection",
+					 deadline_passed(deadline) ? "conversation timed out" : "lost connection",
 					 c->host, c->addr);
 		metric_add(stats.bytes, len, c->peer->name, conn_send_method_name(c->method));
 		return (ssize_t)len;
@@ -263,321 +255,6 @@ ssize_t conn_send_body(struct conn *c, int fd, off_t offset, size_t len, int dot
 		left -= (size_t)n;
 	}
 	return (ssize_t)len;
-}
-
-/*
- * The last TLS session a peer gave us, kept serialized (DER) and decoded
- * afresh for every new connection: a Postfix smarthost issues one TLS 1.3
- * ticket per full handshake and none on resumption, so treating tickets
- * as single-use would resume only every second connection.
- */
-struct tls_cache {
-	pthread_mutex_t lock;
-	unsigned char *der;
-	int len;
-	char key[512];			/* peer/host/port/policy/name: the store key */
-	char bind[600];			/* key and the CA file's digest: what a sealed
-					 * session is bound to (associated data) */
-	conn_tls_save_fn save;
-	char *auth_password;		/* sodium_malloc'd, read-only; NULL: none */
-};
-
-static int tls_cache_index = -1;
-static pthread_once_t tls_cache_once = PTHREAD_ONCE_INIT;
-
-/* tls_cache_free_cb - ex_data destructor */
-static void tls_cache_free_cb(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
-{
-	struct tls_cache *tc = ptr;
-
-	(void)parent, (void)ad, (void)idx, (void)argl, (void)argp;
-	if (tc) {
-		free(tc->der);
-		if (tc->auth_password)
-			sodium_free(tc->auth_password);
-		pthread_mutex_destroy(&tc->lock);
-		free(tc);
-	}
-}
-
-/* tls_cache_init - register our slot in SSL_CTX ex_data, once */
-static void tls_cache_init(void)
-{
-	tls_cache_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, tls_cache_free_cb);
-}
-
-/* tls_new_session - OpenSSL's callback: keep the newest session (ticket) */
-static int tls_new_session(SSL *ssl, SSL_SESSION *sess)
-{
-	struct tls_cache *tc = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), tls_cache_index);
-	int len = i2d_SSL_SESSION(sess, NULL);
-	unsigned char *der, *p;
-
-	if (tc == NULL || len <= 0 || len > 65536)
-		return 0;
-	der = p = xmalloc((size_t)len);
-	i2d_SSL_SESSION(sess, &p);
-	if (tc->save)
-		tc->save(tc->key, tc->bind, der, len);	/* kept across restarts */
-	pthread_mutex_lock(&tc->lock);
-	free(tc->der);
-	tc->der = der;
-	tc->len = len;
-	pthread_mutex_unlock(&tc->lock);
-	return 0;	/* we did not keep sess itself */
-}
-
-/* tls_set_session - offer the cached session on a new connection */
-static void tls_set_session(SSL *ssl)
-{
-	struct tls_cache *tc = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), tls_cache_index);
-	SSL_SESSION *sess = NULL;
-
-	if (tc == NULL)
-		return;
-	pthread_mutex_lock(&tc->lock);
-	if (tc->der) {
-		const unsigned char *p = tc->der;
-
-		sess = d2i_SSL_SESSION(NULL, &p, tc->len);
-	}
-	pthread_mutex_unlock(&tc->lock);
-	if (sess) {
-		SSL_set_session(ssl, sess);
-		SSL_SESSION_free(sess);
-	}
-}
-
-/* conn_tls_preload - a session kept from before (DER), to offer first */
-void conn_tls_preload(SSL_CTX *ctx, const unsigned char *der, int len)
-{
-	struct tls_cache *tc = SSL_CTX_get_ex_data(ctx, tls_cache_index);
-	const unsigned char *p = der;
-	SSL_SESSION *sess;
-
-	if (tc == NULL || len <= 0 || (sess = d2i_SSL_SESSION(NULL, &p, len)) == NULL)
-		return;		/* unreadable: a full handshake it is */
-	SSL_SESSION_free(sess);
-	pthread_mutex_lock(&tc->lock);
-	free(tc->der);
-	tc->der = xmalloc((size_t)len);
-	memcpy(tc->der, der, (size_t)len);
-	tc->len = len;
-	pthread_mutex_unlock(&tc->lock);
-}
-
-/* conn_tls_key - what a peer's sessions are kept under: they are only
- * valid for the same peer, hosts, port and policy */
-const char *conn_tls_key(SSL_CTX *ctx)
-{
-	struct tls_cache *tc = SSL_CTX_get_ex_data(ctx, tls_cache_index);
-
-	return tc ? tc->key : "";
-}
-
-/* conn_tls_binding - what a kept session is bound to: the key, and the
- * CA certificates it was verified with */
-const char *conn_tls_binding(SSL_CTX *ctx)
-{
-	struct tls_cache *tc = SSL_CTX_get_ex_data(ctx, tls_cache_index);
-
-	return tc ? tc->bind : "";
-}
-
-/* ca_digest - "ca=" and the BLAKE2b-256 of tls_ca_file's bytes in hex;
- * "ca=system" for the system store, "ca=-" without verification; -1 with
- * err if the file cannot be read */
-static int ca_digest(const struct conf_peer *peer, char *out, size_t outlen, char *err,
-		     size_t errlen)
-{
-	unsigned char buf[8192], md[32];
-	char hex[2 * sizeof(md) + 1];
-	crypto_generichash_state h;
-	ssize_t n;
-	int fd;
-
-	if (peer->tls != TLS_VERIFY || !peer->tls_ca_file[0]) {
-		snprintf(out, outlen, "ca=%s", peer->tls == TLS_VERIFY ? "system" : "-");
-		return 0;
-	}
-	if ((fd = open(peer->tls_ca_file, O_RDONLY | O_CLOEXEC)) < 0) {
-		snprintf(err, errlen, "[peer %s] tls_ca_file %s: cannot open: %s", peer->name,
-			 peer->tls_ca_file, strerror(errno));
-		return -1;
-	}
-	crypto_generichash_init(&h, NULL, 0, sizeof(md));
-	while ((n = read(fd, buf, sizeof(buf))) > 0)
-		crypto_generichash_update(&h, buf, (size_t)n);
-	close(fd);
-	if (n < 0) {
-		snprintf(err, errlen, "[peer %s] tls_ca_file %s: cannot read: %s", peer->name,
-			 peer->tls_ca_file, strerror(errno));
-		return -1;
-	}
-	crypto_generichash_final(&h, md, sizeof(md));
-	sodium_bin2hex(hex, sizeof(hex), md, sizeof(md));
-	snprintf(out, outlen, "ca=%s", hex);
-	return 0;
-}
-
-/* secret_open - open a file that must be kept from group and others */
-static int secret_open(const char *peer, const char *param, const char *path, char *err,
-		       size_t errlen)
-{
-	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0) {
-		snprintf(err, errlen, "[peer %s] %s %s: cannot open: %s", peer, param, path,
-			 strerror(errno));
-		return -1;
-	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (st.st_mode & (S_IRWXG | S_IRWXO))) {
-		snprintf(err, errlen, "[peer %s] %s %s: group or others may read or write it "
-			 "(mode %04o): chmod 600 it", peer, param, path, (unsigned)(st.st_mode & 07777));
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-/* read_password - the first line of auth_password_file, in read-only
- * sodium memory; NULL with err set */
-static char *read_password(const struct conf_peer *peer, char *err, size_t errlen)
-{
-	char buf[1025], *pw = NULL;
-	ssize_t n;
-	size_t len;
-	int fd;
-
-	if ((fd = secret_open(peer->name, "auth_password_file", peer->auth_password_file, err,
-			      errlen)) < 0)
-		return NULL;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	buf[n > 0 ? n : 0] = '\0';
-	len = strcspn(buf, "\r\n");
-	if (n < 0 || len == 0 || len > 512)
-		snprintf(err, errlen, "[peer %s] auth_password_file %s: %s", peer->name,
-			 peer->auth_password_file, n < 0 ? strerror(errno)
-			 : "the first line must hold the password (1 to 512 octets)");
-	else if ((pw = sodium_malloc(len + 1)) == NULL)
-		snprintf(err, errlen, "[peer %s] cannot allocate secure memory", peer->name);
-	if (pw) {
-		memcpy(pw, buf, len);
-		pw[len] = '\0';
-		sodium_mprotect_readonly(pw);
-	}
-	sodium_memzero(buf, sizeof(buf));
-	return pw;
-}
-
-/* client_cert - tls_cert_file and tls_key_file into the context */
-static int client_cert(SSL_CTX *ctx, const struct conf_peer *peer, char *err, size_t errlen)
-{
-	const char *key = peer->tls_key_file[0] ? peer->tls_key_file : peer->tls_cert_file;
-	int fd;
-
-	if (!peer->tls_cert_file[0])
-		return 0;
-	if ((fd = secret_open(peer->name, peer->tls_key_file[0] ? "tls_key_file" : "tls_cert_file",
-			      key, err, errlen)) < 0)
-		return -1;
-	close(fd);
-	if (SSL_CTX_use_certificate_chain_file(ctx, peer->tls_cert_file) != 1)
-		snprintf(err, errlen, "[peer %s] tls_cert_file %s: cannot load a PEM certificate: %s",
-			 peer->name, peer->tls_cert_file, ERR_reason_error_string(ERR_get_error()));
-	else if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1)
-		snprintf(err, errlen, "[peer %s] %s %s: cannot load a PEM private key: %s",
-			 peer->name, peer->tls_key_file[0] ? "tls_key_file" : "tls_cert_file", key,
-			 ERR_reason_error_string(ERR_get_error()));
-	else if (SSL_CTX_check_private_key(ctx) != 1)
-		snprintf(err, errlen, "[peer %s] the private key in %s does not match the certificate "
-			 "in %s", peer->name, key, peer->tls_cert_file);
-	else
-		return 0;
-	ERR_clear_error();
-	return -1;
-}
-
-/* conn_tls_context - the TLS client context for a peer's policy, with
- * its client certificate and AUTH password: call it before dropping
- * privileges, so that root-only files can be read */
-SSL_CTX *conn_tls_context(const struct conf_peer *peer, conn_tls_save_fn save, char *err,
-			  size_t errlen)
-{
-	SSL_CTX *ctx;
-	struct tls_cache *tc;
-
-	if (peer->tls == TLS_NONE) {
-		if (peer->auth_user[0])
-			snprintf(err, errlen, "[peer %s] auth_user needs TLS, but tls = none: AUTH is only "
-				 "sent over TLS (set tls = encrypt or verify)", peer->name);
-		else if (peer->tls_cert_file[0])
-			snprintf(err, errlen, "[peer %s] tls_cert_file is set, but tls = none", peer->name);
-		else
-			err[0] = '\0';
-		return NULL;
-	}
-	if ((ctx = SSL_CTX_new(TLS_client_method())) == NULL) {
-		snprintf(err, errlen, "cannot create a TLS context");
-		return NULL;
-	}
-	SSL_CTX_set_min_proto_version(ctx, peer->tls_min_version == TLSVER_13 ? TLS1_3_VERSION
-				      : TLS1_2_VERSION);
-	pthread_once(&tls_cache_once, tls_cache_init);
-	tc = xcalloc(1, sizeof(*tc));
-	pthread_mutex_init(&tc->lock, NULL);
-	snprintf(tc->key, sizeof(tc->key), "%s/%s/%lld/%s/%s", peer->name, peer->host, peer->port,
-		 conf_tls_name(peer->tls), peer->tls_servername);
-	tc->save = save;
-	SSL_CTX_set_ex_data(ctx, tls_cache_index, tc);	/* freed with ctx */
-	/* The CA file is read here, once per context, as the context loads
-	 * it below: a session verified under other CAs does not resume. */
-	{
-		char ca[80];
-
-		if (ca_digest(peer, ca, sizeof(ca), err, errlen) < 0) {
-			SSL_CTX_free(ctx);
-			return NULL;
-		}
-		snprintf(tc->bind, sizeof(tc->bind), "%s/%s", tc->key, ca);
-	}
-	if (client_cert(ctx, peer, err, errlen) < 0) {
-		SSL_CTX_free(ctx);
-		return NULL;
-	}
-	if (peer->auth_user[0] && !peer->auth_password_file[0]) {
-		snprintf(err, errlen, "[peer %s] auth_user is set, but auth_password_file is not",
-			 peer->name);
-		SSL_CTX_free(ctx);
-		return NULL;
-	}
-	if (peer->auth_user[0] && (tc->auth_password = read_password(peer, err, errlen)) == NULL) {
-		SSL_CTX_free(ctx);
-		return NULL;
-	}
-	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
-	SSL_CTX_sess_set_new_cb(ctx, tls_new_session);
-	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-	/* kernel TLS where the kernel has it; checked per connection */
-	SSL_CTX_set_options(ctx, SSL_OP_ENABLE_KTLS);
-	if (peer->tls == TLS_VERIFY) {
-		int ok = peer->tls_ca_file[0]
-			? SSL_CTX_load_verify_locations(ctx, peer->tls_ca_file, NULL)
-			: SSL_CTX_set_default_verify_paths(ctx);
-
-		if (!ok) {
-			snprintf(err, errlen, "[peer %s] cannot load CA certificates from %s", peer->name,
-				 peer->tls_ca_file[0] ? peer->tls_ca_file : "the system store");
-			SSL_CTX_free(ctx);
-			return NULL;
-		}
-		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-	} else {
-		SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
-	}
-	return ctx;
 }
 
 /* tcp_connect - a connected non-blocking socket to host:port, or -1 */
@@ -606,7 +283,7 @@ static int tcp_connect(struct conn *c, const char *host, int port, long long dea
 		if (fd < 0)
 			continue;
 		if ((connect(fd, a->ai_addr, a->ai_addrlen) < 0 && errno != EINPROGRESS)
-		    || wait_fd(fd, POLLOUT, deadline) < 0
+		    || deadline_wait(fd, POLLOUT, deadline) < 0
 		    || getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &elen) < 0 || e != 0) {
 			close(fd);
 			fd = -1;
@@ -657,10 +334,10 @@ static int handshake(struct conn *c, SSL_CTX *ctx, long long timeout)
 	if ((c->ssl = SSL_new(ctx)) == NULL || !SSL_set_fd(c->ssl, c->fd))
 		return conn_fail(c, 1, "cannot start TLS");
 	SSL_set_tlsext_host_name(c->ssl, name);
-	tls_set_session(c->ssl);
+	tls_cache_offer(c->ssl);
 	if (p->tls == TLS_VERIFY && !SSL_set1_host(c->ssl, name))
 		return conn_fail(c, 1, "cannot set the TLS host name to verify");
-	deadline = ms_now() + timeout;
+	deadline = deadline_after(timeout);
 	started = ms_now();
 	for (;;) {
 		int rc = SSL_connect(c->ssl);
@@ -731,8 +408,7 @@ static int auth_step(struct conn *c, char *line, size_t len, struct smtp_reply *
 static int auth(struct conn *c, SSL_CTX *ctx, long long timeout)
 {
 	const struct conf_peer *p = c->peer;
-	struct tls_cache *tc = ctx ? SSL_CTX_get_ex_data(ctx, tls_cache_index) : NULL;
-	const char *pw = tc ? tc->auth_password : NULL;
+	const char *pw = tls_cache_password(ctx);
 	size_t ulen = strlen(p->auth_user), plen = pw ? strlen(pw) : 0, len;
 	unsigned char raw[2 + 256 + 512];
 	char line[1200], text[SMTP_REPLY_FORMAT_MAX];
@@ -785,7 +461,7 @@ static int auth(struct conn *c, SSL_CTX *ctx, long long timeout)
 static int open_host(struct conn *c, const char *host, SSL_CTX *ctx, const char *helo, int use_tls)
 {
 	const struct conf_peer *p = c->peer;
-	long long deadline = ms_now() + p->connect_timeout;
+	long long deadline = deadline_after(p->connect_timeout);
 	struct smtp_reply r;
 
 	smtp_reply_reset(c->parser);
@@ -877,7 +553,7 @@ void conn_close(struct conn *c, int polite)
 	if (c->fd >= 0 && polite) {
 		struct smtp_reply r;
 
-		if (io_write(c, "QUIT\r\n", 6, ms_now() + 2000) == 0)
+		if (io_write(c, "QUIT\r\n", 6, deadline_after(2000)) == 0)
 			conn_reply(c, &r, 2000);
 	}
 	if (c->fd >= 0 && c->opened)

@@ -44,13 +44,6 @@ struct conn {
 	uint64_t sent[3];		/* content octets sent, by conn_send_method */
 };
 
-typedef void (*conn_tls_save_fn)(const char *key, const char *bind, const unsigned char *der,
-				 int len);
-SSL_CTX *conn_tls_context(const struct conf_peer *peer, conn_tls_save_fn save, char *err,
-			  size_t errlen);
-void conn_tls_preload(SSL_CTX *ctx, const unsigned char *der, int len);
-const char *conn_tls_key(SSL_CTX *ctx);
-const char *conn_tls_binding(SSL_CTX *ctx);
 int conn_open(struct conn *c, const struct conf_peer *peer, SSL_CTX *ctx, const char *helo);
 void conn_close(struct conn *c, int polite);
 int conn_alive(const struct conn *c);

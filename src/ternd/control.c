@@ -33,6 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "commit.h"
+#include "control.h"
 #include "listen.h"
 #include "log.h"
 #include "queue_ops.h"

@@ -8,5 +8,7 @@
 int listen_open(const char *spec, uid_t uid, gid_t gid, mode_t mode, int *unix_socket, char *err,
 		size_t errlen);
 void listen_setup(void);
+void listen_start(void);
+void listen_stop(void);
 
 #endif

@@ -25,9 +25,12 @@
 #include <sodium.h>
 
 #include "cli.h"
+#include "commit.h"
+#include "control.h"
 #include "listen.h"
 #include "log.h"
 #include "privs.h"
+#include "recover.h"
 #include "relay.h"
 #include "session.h"
 #include "spanfile.h"

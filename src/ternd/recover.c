@@ -17,6 +17,7 @@
 
 #include "log.h"
 #include "queue_ops.h"
+#include "recover.h"
 #include "ternd.h"
 #include "xalloc.h"
 

@@ -1,13 +1,17 @@
 /*
  * session - one inbound SMTP or LMTP session, in its own thread.
  *
- * Reads commands with a deadline, answers them (replies are batched and
+ * Reads commands with an absolute deadline (deadline.h: command_timeout
+ * or data_timeout counted from the start of each read, never restarted
+ * by a partial one or a signal; replies flushed within command_timeout),
+ * answers them (replies are batched and
  * flushed when the client has nothing more buffered, as RFC 2920 wants),
  * receives the content through smtp_data (DATA or BDAT) into memory, or
  * into a spool file of its own once it is large, and hands the finished
  * message to the committer. It answers 250 only after the committer says
  * the message is on stable storage. Every I/O or protocol failure goes
- * through session_fail(), which logs once and ends the session; a
+ * through session_fail(), which writes the 421 (while the connection
+ * still takes it), logs once and ends the session; a
  * transaction that does not reach the committer leaves nothing behind.
  */
 #include "config.h"
@@ -26,6 +30,8 @@
 
 #include <sodium.h>
 
+#include "commit.h"
+#include "deadline.h"
 #include "hdr_scan.h"
 #include "log.h"
 #include "session.h"
@@ -79,47 +85,38 @@ struct session {
 	crypto_generichash_state hash;
 };
 
-/* session_fail - the error sink: log once, stop the session */
-static void session_fail(struct session *s, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void session_fail(struct session *s, const char *fmt, ...)
-{
-	char why[256];
-	va_list ap;
+static void flush(struct session *s);
+static void __attribute__((format(printf, 2, 3))) reply(struct session *s, const char *fmt, ...);
 
+/* session_fail - the error sink: when esc is not NULL, answer
+ * "421 esc host Error: text" and flush; log why once and end the session
+ * (later calls do nothing) */
+static void session_fail(struct session *s, const char *esc, const char *text, const char *why)
+{
 	if (s->state == S_FAIL)
 		return;
-	va_start(ap, fmt);
-	vsnprintf(why, sizeof(why), fmt, ap);
-	va_end(ap);
+	if (esc) {
+		reply(s, "421 %s %s Error: %s", esc, ternd.hostname, text);
+		flush(s);	/* a failing write ends the session there */
+		if (s->state == S_FAIL)
+			return;
+	}
 	log_info("%s: %s from %s", s->in_mail ? s->msg.qid : "NOQUEUE", why, s->client);
 	s->state = S_FAIL;
 }
 
-/* ready - wait until fd is readable or writable (events), up to
- * timeout_ms; 0 on timeout or error */
-static int ready(int fd, short events, long long timeout_ms)
-{
-	struct pollfd p = {fd, events, 0};
-	int rc;
-
-	while ((rc = poll(&p, 1, (int)timeout_ms)) < 0 && errno == EINTR)
-		;
-	return rc > 0;
-}
-
-/* flush - send the replies gathered so far */
+/* flush - send the replies gathered so far, within command_timeout */
 static void flush(struct session *s)
 {
 	size_t done = 0;
-	long long timeout = s->conf->ternd.command_timeout;
+	long long deadline = deadline_after(s->conf->ternd.command_timeout);
 
 	while (done < s->out_len && s->state != S_FAIL) {
 		ssize_t n = send(s->fd, s->out + done, s->out_len - done, MSG_NOSIGNAL | MSG_DONTWAIT);
 
 		if (n < 0 && errno == EAGAIN) {
-			if (!ready(s->fd, POLLOUT, timeout)) {
-				session_fail(s, "timeout after reply");
+			if (deadline_wait(s->fd, POLLOUT, deadline) < 0) {
+				session_fail(s, NULL, NULL, "timeout after reply");
 				break;
 			}
 			continue;
@@ -127,7 +124,7 @@ static void flush(struct session *s)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			session_fail(s, "lost connection after reply");
+			session_fail(s, NULL, NULL, "lost connection after reply");
 			break;
 		}
 		done += (size_t)n;
@@ -162,15 +159,14 @@ static void error_reply(struct session *s, const char *text)
 {
 	reply(s, "%s", text);
 	if (++s->errors >= s->conf->ternd.max_errors) {
-		reply(s, "421 4.7.0 %s Error: too many errors", ternd.hostname);
-		flush(s);
-		session_fail(s, "too many errors");
+		session_fail(s, "4.7.0", "too many errors", "too many errors");
 	}
 }
 
-/* fill - read more input, waiting up to timeout_ms; 0 on EOF/error */
+/* fill - read more input, waiting up to timeout_ms in all; 0 on EOF/error */
 static int fill(struct session *s, long long timeout_ms)
 {
+	long long deadline = deadline_after(timeout_ms);
 	ssize_t n;
 
 	if (s->in_pos == s->in_len)
@@ -188,10 +184,8 @@ static int fill(struct session *s, long long timeout_ms)
 		/* Read first: under load the data is usually there already. */
 		n = recv(s->fd, s->in + s->in_len, sizeof(s->in) - s->in_len, MSG_DONTWAIT);
 		if (n < 0 && errno == EAGAIN) {
-			if (!ready(s->fd, POLLIN, timeout_ms)) {
-				reply(s, "421 4.4.2 %s Error: timeout exceeded", ternd.hostname);
-				flush(s);
-				session_fail(s, "timeout");
+			if (deadline_wait(s->fd, POLLIN, deadline) < 0) {
+				session_fail(s, "4.4.2", "timeout exceeded", "timeout");
 				return 0;
 			}
 			continue;
@@ -199,7 +193,7 @@ static int fill(struct session *s, long long timeout_ms)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			session_fail(s, "lost connection");
+			session_fail(s, NULL, NULL, "lost connection");
 			return 0;
 		}
 		s->in_len += (size_t)n;
@@ -780,10 +774,8 @@ static void command(struct session *s, char *line, size_t len)
 		if (cmd.verb == CMD_BDAT) {
 			/* The chunk's length is unknown: its octets would be read as
 			 * commands. End the session instead. */
-			reply(s, "421 4.5.0 %s Error: cannot find the end of that BDAT chunk",
-			      ternd.hostname);
-			flush(s);
-			session_fail(s, "bad BDAT command");
+			session_fail(s, "4.5.0", "cannot find the end of that BDAT chunk",
+				     "bad BDAT command");
 		}
 		return;
 	}

@@ -1,16 +1,15 @@
 /*
  * ternd.h - what ternd's threads share: the configuration, the store, the
- * spool, the queue id generator and the committer's job queue.
+ * spool, the queue id generator, the committer's job queue (its jobs are
+ * commit.h's) and the count of inbound sessions.
  */
 #ifndef TERN_TERND_H
 #define TERN_TERND_H
 
 #include <pthread.h>
-#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include <sys/uio.h>
 
 #include "clock.h"
 #include "conf.h"
@@ -19,29 +18,7 @@
 #include "spool.h"
 #include "store.h"
 
-/* One unit of work for the committer, which is the only LMDB writer. */
-enum job_kind { JOB_ACCEPT, JOB_WRITE };
-
-struct job {
-	enum job_kind kind;
-	struct job *next;
-	/* JOB_ACCEPT: a received message; body in memory or in its own file */
-	struct q_msg *msg;
-	struct q_rcpt *rcpts;
-	size_t nrcpts;
-	struct iovec body[2];		/* Received: header, then content */
-	int nbody;
-	const char *msgid;		/* its Message-ID, or "", for the history */
-	/* JOB_WRITE: a queue change; JOB_ACCEPT: an optional change made in
-	 * the transaction that records the message (write may be NULL) */
-	store_write_fn write;
-	void *arg;
-	/* result, posted on done: each job its own, so that answering a
-	 * batch wakes its sessions and no other, without the shared lock */
-	sem_t done;
-	int result;			/* 0, or -1 with err */
-	char err[256];
-};
+struct job;
 
 struct ternd {
 	struct conf *conf;
@@ -73,14 +50,5 @@ static inline const struct conf *ternd_conf(void)
 	return __atomic_load_n(&ternd.conf, __ATOMIC_ACQUIRE);
 }
 
-void commit_start(void);
-void commit_stop(void);
-int commit_submit(struct job *job);
-
-void listen_start(void);
-void listen_stop(void);
-void control_setup(void);
-void control_start(void);
-int recover(char *err, size_t errlen);
 
 #endif

@@ -1,0 +1,47 @@
+/*
+ * commit.h - the committer: the only writer of the queue database and the
+ * only appender to spool segments. Every other thread changes the queue
+ * by submitting a job and waiting for its answer; none opens a write
+ * transaction of its own. A job's write function runs inside the
+ * committer's transaction: it must be short, never block on I/O or a lock
+ * another job's thread may hold, and never submit a job.
+ */
+#ifndef TERN_COMMIT_H
+#define TERN_COMMIT_H
+
+#include <semaphore.h>
+#include <stddef.h>
+#include <sys/uio.h>
+
+#include "queue.h"
+#include "store.h"
+
+/* One unit of work for the committer, which is the only LMDB writer. */
+enum job_kind { JOB_ACCEPT, JOB_WRITE };
+
+struct job {
+	enum job_kind kind;
+	struct job *next;
+	/* JOB_ACCEPT: a received message; body in memory or in its own file */
+	struct q_msg *msg;
+	struct q_rcpt *rcpts;
+	size_t nrcpts;
+	struct iovec body[2];		/* Received: header, then content */
+	int nbody;
+	const char *msgid;		/* its Message-ID, or "", for the history */
+	/* JOB_WRITE: a queue change; JOB_ACCEPT: an optional change made in
+	 * the transaction that records the message (write may be NULL) */
+	store_write_fn write;
+	void *arg;
+	/* result, posted on done: each job its own, so that answering a
+	 * batch wakes its sessions and no other, without the shared lock */
+	sem_t done;
+	int result;			/* 0, or -1 with err */
+	char err[256];
+};
+
+void commit_start(void);
+void commit_stop(void);
+int commit_submit(struct job *job);
+
+#endif

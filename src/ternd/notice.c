@@ -1,0 +1,241 @@
+/*
+ * notice - non-delivery notifications (see notice.h). A DSN goes to the
+ * envelope sender, never to the null sender, and only for recipients
+ * whose NOTIFY asks for failures (or that gave none). A notification
+ * that no route takes, or that is damaged, is logged and dropped; after
+ * a storage error the scheduler waits min_backoff before trying again.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "commit.h"
+#include "dsn.h"
+#include "log.h"
+#include "notice.h"
+#include "peer.h"
+#include "smtp_cmd.h"
+#include "smtp_data.h"
+#include "ternd.h"
+#include "textesc.h"
+#include "xalloc.h"
+
+/* notice_put - the non-delivery notification (DSN) for the recipients
+ * this write bounced, kept in the queue database in the same transaction:
+ * the scheduler queues it as a message (notices_send), so that neither a
+ * crash nor a storage error between the two loses it */
+int notice_put(struct store_txn *txn, struct result *res)
+{
+	struct dsn_rcpt *dr;
+	struct dsn_msg dm = {0};
+	struct dsn_buf buf = {0};
+	char id[STORE_NOTICE_ID_MAX + 1], *content = NULL;
+	int flags, rc = 0, any = 0;
+	size_t n = 0, clen = 0;
+	off_t off;
+	int fd;
+
+	for (size_t i = 0; i < res->nout && !any; i++)
+		any = res->out[i].bounced;
+	if (!any || res->msg.sender[0] == '\0')
+		return 0;	/* nothing bounced (every attempt comes here), or to <>: never */
+	dr = xcalloc(res->nout, sizeof(*dr));
+	for (size_t i = 0; i < res->nout; i++) {
+		const struct outcome *o = &res->out[i];
+		const struct q_rcpt *r = o->bounced ? relay_result_rcpt(res, o->idx) : NULL;
+
+		if (r == NULL || (r->notify && !(r->notify & NOTIFY_FAILURE)))
+			continue;	/* not bounced now; NOTIFY=NEVER or without FAILURE */
+		if (n == 0)	/* unique: a message's recipients bounce once each */
+			snprintf(id, sizeof(id), "%s.%" PRIu64 ".%" PRIu32, res->msg.qid, res->now,
+				 r->idx);
+		dr[n].addr = r->addr;
+		dr[n].orcpt = r->orcpt[0] ? r->orcpt : NULL;
+		dr[n].status = o->esc[0] ? o->esc : "5.0.0";
+		dr[n].remote_mta = res->host;
+		dr[n].diagnostic = o->reply;
+		dr[n].last_attempt = (time_t)(res->now / 1000000);
+		n++;
+	}
+	if (n == 0) {
+		free(dr);
+		return 0;
+	}
+	/* the original, for the third part; its files go only after the commit */
+	if ((fd = spool_open_body(ternd.spool, &res->msg, &off)) >= 0) {
+		/* Enough for the whole message under RET=FULL, or its header:
+		 * a larger message is returned as headers only anyway. */
+		size_t want = res->msg.size < DSN_HEADERS_MAX + DSN_FULL_MAX
+			? (size_t)res->msg.size : DSN_HEADERS_MAX + DSN_FULL_MAX;
+
+		content = xmalloc(want + 1);
+		ssize_t got = pread(fd, content, want, off);
+
+		clen = got > 0 ? (size_t)got : 0;
+		close(fd);
+	}
+	dm.reporting_mta = ternd.hostname;
+	dm.unique_id = id;
+	dm.now = (time_t)(res->now / 1000000);
+	dm.qid = res->msg.qid;
+	dm.sender = res->msg.sender;
+	dm.envid = res->msg.envid[0] ? res->msg.envid : NULL;
+	dm.arrival = (time_t)(res->msg.arrival_us / 1000000);
+	dm.rcpt = dr;
+	dm.nrcpt = n;
+	dm.ret = (enum smtp_ret)res->msg.ret;
+	dm.content = content;
+	dm.content_len = clen;
+	if ((flags = dsn_build(&dm, &buf)) < 0)
+		log_error("%s: cannot build the delivery status notification", res->msg.qid);
+	else if ((rc = store_put_notice(txn, id, res->msg.sender, (uint8_t)flags, buf.data,
+					buf.len)) == 0)
+		res->noticed = 1;
+	dsn_buf_free(&buf);
+	free(content);
+	free(dr);
+	return rc;
+}
+
+
+/* notice_done - the notification is queued: forget it, in the same
+ * transaction as its message's records */
+static int notice_done(struct store_txn *txn, void *arg)
+{
+	return store_del_notice(txn, arg);
+}
+
+/* notice_enqueue - queue a notification from <> to rcpt, routed like any
+ * mail, and forget it as a notice in the same transaction; 0, 1 when
+ * no route matches rcpt, -1 on a storage error */
+static int notice_enqueue(const struct conf *conf, const char *id, const char *rcpt,
+			  const char *body, size_t len, int smtputf8, char qid[QID_LEN + 1])
+{
+	const char *peer = conf_route(conf, rcpt);
+	struct q_msg m = {0};
+	struct q_rcpt r = {0};
+	struct job job;
+	crypto_generichash_state h;
+	int dotlines, eightbit;
+
+	if (peer == NULL) {
+		char ea[TEXTESC_SIZE(SMTP_PATH_MAX)];
+
+		log_warning("%.*s: no route for the notification to <%s>: not sent", QID_LEN, id,
+			    textesc(ea, sizeof(ea), rcpt, TEXTESC_ADDR));
+		return 1;
+	}
+	qid_next(&ternd.qids, now_us(), m.qid);
+	m.arrival_us = now_us();
+	m.size = len;
+	m.nrcpt = m.nlive = 1;
+	m.sender = m.envid = m.helo = (char *)"";
+	m.client = (char *)"local";
+	smtp_data_scan(body, len, &dotlines, &eightbit);	/* as for received content */
+	m.flags = (smtputf8 ? QMSG_SMTPUTF8 : 0) | (dotlines ? QMSG_DOTLINES : 0)
+		  | (eightbit ? QMSG_8BIT : 0);
+	crypto_generichash_init(&h, NULL, 0, Q_DIGEST_BYTES);
+	crypto_generichash_update(&h, (const unsigned char *)body, len);
+	crypto_generichash_final(&h, m.digest, Q_DIGEST_BYTES);
+	randombytes_buf(m.trace_id, sizeof(m.trace_id));
+	randombytes_buf(m.span_id, sizeof(m.span_id));
+	r.state = RCPT_QUEUED;
+	r.next_us = m.arrival_us;
+	r.addr = (char *)rcpt;
+	r.orcpt = r.reply = (char *)"";
+	r.peer = (char *)peer;
+	memset(&job, 0, sizeof(job));
+	job.kind = JOB_ACCEPT;
+	job.msg = &m;
+	job.rcpts = &r;
+	job.nrcpts = 1;
+	job.body[0].iov_base = (void *)body;
+	job.body[0].iov_len = len;
+	job.nbody = 1;
+	job.write = notice_done;
+	job.arg = (void *)id;
+	if (commit_submit(&job) < 0) {
+		log_error("%.*s: cannot queue the non-delivery notification: %s (next try in %lld s)",
+			  QID_LEN, id, job.err, conf->ternd.min_backoff / 1000);
+		return -1;
+	}
+	memcpy(qid, m.qid, QID_LEN + 1);
+	log_info("%s: from=<>, size=%zu, nrcpt=1 (queue active)", m.qid, len);
+	return 0;
+}
+
+#define NOTICE_BATCH 16			/* notifications queued per scan */
+struct notice_ids {
+	char id[NOTICE_BATCH][STORE_NOTICE_ID_MAX + 1];
+	size_t n;
+};
+
+/* notice_id - collect a waiting notification's id */
+static int notice_id(const char *id, void *arg)
+{
+	struct notice_ids *ids = arg;
+
+	memcpy(ids->id[ids->n++], id, strlen(id) + 1);
+	return ids->n == NOTICE_BATCH;
+}
+
+/* notice_forget - a notification that cannot be sent: drop it */
+static void notice_forget(const char *id)
+{
+	struct job job = {0};
+
+	job.kind = JOB_WRITE;
+	job.write = notice_done;
+	job.arg = (void *)id;
+	if (commit_submit(&job) < 0)
+		log_error("%.*s: cannot drop the notification: %s", QID_LEN, id, job.err);
+}
+
+/* notices_send - queue the notifications waiting in the queue database
+ * (the scheduler's job); after a storage error, wait min_backoff */
+void notices_send(void)
+{
+	static uint64_t not_before;
+	const struct conf *conf = ternd_conf();
+	struct notice_ids ids;
+
+	if (now_us() < not_before)
+		return;
+	ids.n = 0;
+	store_foreach_notice(ternd.store, notice_id, &ids);
+	for (size_t i = 0; i < ids.n && !relay_stopping(); i++) {
+		char *rcpt = NULL, *body = NULL, dqid[QID_LEN + 1];
+		uint8_t flags = 0;
+		size_t len = 0;
+		int rc = store_get_notice(ternd.store, ids.id[i], &rcpt, &flags, &body, &len);
+
+		if (rc == 1)
+			continue;	/* queued meanwhile */
+		if (rc == 2) {
+			log_error("%.*s: a notification in the queue database is damaged: dropped",
+				  QID_LEN, ids.id[i]);
+			notice_forget(ids.id[i]);
+			continue;
+		}
+		if (rc == 0)
+			rc = notice_enqueue(conf, ids.id[i], rcpt, body, len,
+					    (flags & DSN_SMTPUTF8) != 0, dqid);
+		free(rcpt);
+		free(body);
+		if (rc == 0)
+			log_info("%.*s: sender non-delivery notification: %s", QID_LEN, ids.id[i],
+				 dqid);
+		else if (rc == 1)
+			notice_forget(ids.id[i]);	/* no route */
+		else {
+			not_before = now_us() + (uint64_t)conf->ternd.min_backoff * 1000;
+			break;
+		}
+	}
+}

@@ -1,0 +1,45 @@
+/*
+ * peer.h - a relayed peer's runtime state, as the delivery modules share
+ * it: relay.c makes, reloads and frees it and runs its delivery threads;
+ * sched.c queues its jobs; relay_result.c feeds its breaker. Every field
+ * marked "under lock" is read and written only with lock held. Never
+ * freed before relay_stop, so a pointer from peer_find stays valid.
+ */
+#ifndef TERN_PEER_H
+#define TERN_PEER_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <openssl/ssl.h>
+
+#include "breaker.h"
+#include "conf.h"
+#include "jobq.h"
+
+struct peer_rt {
+	char *name;
+	SSL_CTX *tls;			/* under lock: a reload may replace it */
+	char *settings;			/* the connection settings tls was made from */
+	unsigned gen;			/* under lock: bumped when they change */
+	int gone;			/* removed by a reload: its threads stop */
+	SSL_CTX **retired;		/* contexts replaced by reloads, freed at stop */
+	size_t nretired;
+	char *alive;			/* per thread slot: 0 never started, 1 runs, 2 ended */
+	pthread_mutex_t lock;
+	pthread_cond_t ready;		/* a job was queued */
+	struct jobq q;			/* under lock */
+	pthread_t *threads;
+	int nthreads;
+	struct breaker br;		/* under lock */
+	struct peer_rt *backup;
+	struct bucket messages, connections;	/* rate limits (under lock) */
+};
+
+struct peer_rt *peer_find(const char *name);
+void peer_connected(struct peer_rt *rt, const struct conf_peer *p, int ok, const char *why);
+void peer_attempt(struct peer_rt *rt, const struct conf_peer *p, int failed, uint32_t ms);
+int relay_stopping(void);
+
+#endif

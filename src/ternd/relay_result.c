@@ -1,0 +1,364 @@
+/*
+ * relay_result - what a delivery attempt came to (see relay_result.h).
+ *
+ * An attempt's outcomes go to the committer as one write (apply_result):
+ * sent and bounced recipients are final, deferred ones get their next
+ * attempt (backoff.c: exponential backoff with jitter, never past
+ * max_queue_lifetime, then they expire and bounce), bounces queue their
+ * DSN in the same transaction (notice.c), and a message leaves the queue
+ * only in the transaction that records its last final recipient. Only
+ * after the commit are the outcomes logged (one Postfix-format line per
+ * recipient), turned into spans and counted. Runs in the delivery
+ * threads; apply_result in the committer's.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "backoff.h"
+#include "commit.h"
+#include "log.h"
+#include "notice.h"
+#include "otlp.h"
+#include "peer.h"
+#include "pflog.h"
+#include "relay.h"
+#include "relay_proto.h"
+#include "relay_result.h"
+#include "smtp_cmd.h"
+#include "spanfile.h"
+#include "stats.h"
+#include "ternd.h"
+#include "textesc.h"
+#include "xalloc.h"
+
+/* set_outcome - one recipient's outcome from a reply (or a failure text) */
+void set_outcome(struct outcome *o, uint32_t idx, int code, const char *esc, const char *text)
+{
+	o->idx = idx;
+	o->state = code >= 200 && code < 300 ? RCPT_SENT : code >= 500 ? RCPT_BOUNCED : RCPT_DEFERRED;
+	/* without an enhanced status code, the class's generic one (as Postfix) */
+	snprintf(o->esc, sizeof(o->esc), "%s", esc && esc[0] ? esc
+		 : o->state == RCPT_SENT ? "2.0.0" : o->state == RCPT_DEFERRED ? "4.0.0" : "5.0.0");
+	snprintf(o->reply, sizeof(o->reply), "%s", text);
+}
+
+
+/* relay_outcome - the outcome of the attempt's recipient todo[i] */
+void relay_outcome(struct attempt *a, size_t i, int code, const char *esc, const char *text)
+{
+	set_outcome(&a->res.out[a->res.nout++], a->todo[i]->idx, code, esc, text);
+	a->told[i] = 1;
+}
+
+/* relay_outcome_rest - every recipient of the attempt without an outcome
+ * gets this one, in their order */
+void relay_outcome_rest(struct attempt *a, int code, const char *esc, const char *text)
+{
+	for (size_t i = 0; i < a->ntodo; i++)
+		if (!a->told[i])
+			relay_outcome(a, i, code, esc, text);
+}
+
+/* relay_wait - the peer's breaker is open: every recipient of the
+ * attempt waits until then, without an attempt counted against it */
+void relay_wait(struct attempt *a, uint64_t until, const char *peer)
+{
+	for (size_t i = 0; i < a->ntodo; i++) {
+		struct outcome *o = &a->res.out[a->res.nout++];
+
+		o->idx = a->todo[i]->idx;
+		o->state = RCPT_WAIT;
+		snprintf(o->reply, sizeof(o->reply), "circuit breaker of peer %s is open", peer);
+		a->told[i] = 1;
+	}
+	a->res.wait_until = until;
+}
+
+/* relay_fail - the failure sink of a transaction over a connection: every
+ * recipient of a (when not NULL) without an outcome gets code, esc and
+ * why; the connection is closed, and calls on it fail at once from then
+ * on, keeping why. A connection that never came up counts against the
+ * peer's breaker here; one lost later counts with the attempt's record. */
+void relay_fail(struct conn *c, struct attempt *a, int code, const char *esc, const char *why)
+{
+	if (a) {
+		if (!c->opened)
+			peer_connected(a->to, c->peer, 0, why);
+		relay_outcome_rest(a, code, esc, why);
+	}
+	conn_close(c, 0);
+}
+
+/* attempt_delays - the four parts of an attempt's delay, in microseconds:
+ * before it, rate limit wait, connection setup, transmission */
+static void attempt_delays(const struct result *res, uint64_t d[4])
+{
+	uint64_t start = res->start > res->msg.arrival_us ? res->start : res->msg.arrival_us;
+	uint64_t conn = res->connected > start ? res->connected : start;
+	uint64_t send = res->sending > conn ? res->sending : conn;
+	uint64_t end = res->now > send ? res->now : send;
+
+	d[0] = start - res->msg.arrival_us;
+	d[1] = send - conn;
+	d[2] = conn - start;
+	d[3] = end - send;
+}
+
+/* hist_attempt - the history record of one recipient's attempt */
+static int hist_attempt(struct store_txn *txn, const struct result *res,
+			const struct outcome *o, const struct q_rcpt *r)
+{
+	struct hist_rec h = {0};
+
+	h.kind = HIST_ATTEMPT;
+	h.state = o->expired ? HIST_EXPIRED : o->state;
+	h.tls = res->tls;
+	h.code = (uint16_t)atoi(o->reply);	/* 0 for a local reason */
+	h.idx = o->idx;
+	h.conn_use = res->conn_use;
+	h.time_us = res->now;
+	attempt_delays(res, h.delays_us);
+	memcpy(h.trace_id, res->msg.trace_id, sizeof(h.trace_id));
+	memcpy(h.span_id, res->msg.span_id, sizeof(h.span_id));
+	memcpy(h.qid, res->qid, sizeof(h.qid));
+	h.rcpt = r->addr;
+	h.peer = r->peer;
+	h.relay = (char *)(res->relay ? res->relay : "none");
+	h.dsn = (char *)o->esc;
+	h.reply = (char *)o->reply;
+	h.peer_qid = (char *)(o->state == RCPT_SENT ? res->peer_qid : "");
+	return store_hist_put(txn, &h);
+}
+
+/* relay_result_rcpt - the loaded recipient with index idx, or NULL (the records
+ * come in index order, so it is usually at position idx) */
+struct q_rcpt *relay_result_rcpt(const struct result *res, uint32_t idx)
+{
+	if (idx < res->nrcpts && res->rcpts[idx].idx == idx)
+		return &res->rcpts[idx];
+	for (size_t k = 0; k < res->nrcpts; k++)
+		if (res->rcpts[k].idx == idx)
+			return &res->rcpts[k];
+	return NULL;
+}
+
+/* apply_result - record an attempt's outcome; remove a finished message */
+static int apply_result(struct store_txn *txn, void *arg)
+{
+	struct result *res = arg;
+	int rc;
+
+	q_msg_clear(&res->msg);
+	q_rcpts_free(&res->rcpts, res->nrcpts);
+	res->removed = 0;
+	res->noticed = 0;
+	for (size_t i = 0; i < res->nout; i++)
+		res->out[i].bounced = 0;
+	if ((rc = store_txn_get_msg(txn, res->qid, &res->msg)) == 1)
+		return 0;	/* deleted meanwhile */
+	if (rc != 0)
+		return rc;
+	store_txn_get_rcpts(txn, res->qid, &res->rcpts, &res->nrcpts);
+	res->was = queue_state(&res->msg, res->rcpts, res->nrcpts);
+	for (size_t i = 0; i < res->nout; i++) {
+		struct outcome *o = &res->out[i];
+		struct q_rcpt *r = relay_result_rcpt(res, o->idx);
+
+		if (r == NULL || (r->state != RCPT_QUEUED && r->state != RCPT_DEFERRED))
+			continue;
+		if (o->state == RCPT_WAIT) {
+			r->next_us = res->wait_until;
+			free(r->reply);
+			r->reply = xstrdup(o->reply);
+			if ((rc = store_put_rcpt(txn, res->qid, r)) != 0)
+				return rc;
+			continue;
+		}
+		r->attempts++;
+		r->state = o->state;
+		free(r->reply);
+		r->reply = xstrdup(o->reply);
+		if (o->state == RCPT_DEFERRED
+		    && backoff_next(res->conf, r->attempts, res->msg.arrival_us, res->now, &r->next_us)) {
+			char last[sizeof(o->reply)];
+
+			/* expired: bounced, with the last reason */
+			r->state = o->state = RCPT_BOUNCED;
+			o->expired = 1;
+			snprintf(o->esc, sizeof(o->esc), "4.4.7");
+			snprintf(last, sizeof(last), "%s", o->reply);
+			snprintf(o->reply, sizeof(o->reply),
+				 "message expired in the queue; last reason: %.900s", last);
+			free(r->reply);
+			r->reply = xstrdup(o->reply);
+		}
+		o->bounced = r->state == RCPT_BOUNCED;
+		if (r->state != RCPT_DEFERRED && res->msg.nlive > 0)
+			res->msg.nlive--;
+		if ((rc = store_put_rcpt(txn, res->qid, r)) != 0
+		    || (rc = hist_attempt(txn, res, o, r)) != 0)
+			return rc;
+	}
+	if ((rc = notice_put(txn, res)) != 0)
+		return rc;
+	res->after = res->msg.nlive > 0 ? queue_state(&res->msg, res->rcpts, res->nrcpts)
+		: QSTATE_GONE;
+	if (res->msg.nlive > 0)
+		return store_put_msg(txn, &res->msg);
+	/* The last recipient is final: the message leaves the queue. */
+	memset(&res->del, 0, sizeof(res->del));
+	res->del.op = QOP_DELETE;
+	memcpy(res->del.qid, res->qid, QID_LEN + 1);
+	res->del.current_seg = spool_segment_id(ternd.spool);
+	res->removed = 1;
+	return queue_op_write(txn, &res->del);
+}
+
+
+/* log_outcomes - one Postfix-format line per recipient of the attempt:
+ * delays= are queue wait before the attempt, rate limit wait, connection
+ * setup and transmission (man ternd, LOGGING) */
+static void log_outcomes(const struct result *res)
+{
+	char delay[PFLOG_DELAY_MAX], a[PFLOG_DELAY_MAX], b[PFLOG_DELAY_MAX];
+	char cs[PFLOG_DELAY_MAX], d[PFLOG_DELAY_MAX], use[32] = "";
+	char ea[TEXTESC_SIZE(SMTP_PATH_MAX)], er[TEXTESC_SIZE(SMTP_REPLY_FORMAT_MAX)];
+	uint64_t part[4];
+
+	attempt_delays(res, part);
+	pflog_delay(part[0] + part[1] + part[2] + part[3], delay, sizeof(delay));
+	pflog_delay(part[0], a, sizeof(a));
+	pflog_delay(part[1], b, sizeof(b));
+	pflog_delay(part[2], cs, sizeof(cs));
+	pflog_delay(part[3], d, sizeof(d));
+	if (res->conn_use > 1)	/* as Postfix: only on a reused connection */
+		snprintf(use, sizeof(use), " conn_use=%u,", res->conn_use);
+	for (size_t i = 0; i < res->nout; i++) {
+		const struct outcome *o = &res->out[i];
+		const char *addr = "?";
+
+		if (o->state == RCPT_WAIT)
+			continue;
+		for (size_t k = 0; k < res->nrcpts; k++)
+			if (res->rcpts[k].idx == o->idx)
+				addr = res->rcpts[k].addr;
+		/* tls= last: pflogsumm wants Postfix's fields, in order, up to
+		 * status=; the address and the reply cannot add one (textesc) */
+		log_info("%s: to=<%s>, relay=%s,%s delay=%s, delays=%s/%s/%s/%s, dsn=%s, "
+			 "status=%s (%s), tls=%s", res->qid, textesc(ea, sizeof(ea), addr, TEXTESC_ADDR),
+			 res->relay, use, delay, a, b, cs, d, o->esc,
+			 hist_state_name(o->expired ? HIST_EXPIRED : o->state),
+			 textesc(er, sizeof(er), o->reply, TEXTESC_REPLY),
+			 res->tls == HIST_TLS_RESUMED ? "resumed" : res->tls == HIST_TLS_FULL ? "full" : "none");
+	}
+}
+
+/* emit_spans - the attempt as one line of otlp_spans_file: a span per
+ * recipient, under the message's trace; formatted here, written by the
+ * span writer thread */
+static void emit_spans(const struct result *res)
+{
+	struct otlp_span *sp = xcalloc(res->nout ? res->nout : 1, sizeof(*sp));
+	struct otlp_attempt a = {0};
+	size_t cap = 4096;
+	char *line;
+
+	for (size_t i = 0; i < res->nout; i++) {
+		const struct outcome *o = &res->out[i];
+		struct otlp_span *s = &sp[a.nspans];
+
+		if (o->state == RCPT_WAIT)
+			continue;
+		for (size_t k = 0; k < res->nrcpts; k++)
+			if (res->rcpts[k].idx == o->idx)
+				s->rcpt = res->rcpts[k].addr;
+		randombytes_buf(s->span_id, sizeof(s->span_id));
+		s->status = hist_state_name(o->expired ? HIST_EXPIRED : o->state);
+		s->dsn = o->esc;
+		s->reply = o->reply;
+		s->peer_qid = o->state == RCPT_SENT ? res->peer_qid : "";
+		s->ok = o->state == RCPT_SENT;
+		cap += strlen(o->reply) * 12 + (s->rcpt ? strlen(s->rcpt) * 6 : 0) + 1024;
+		a.nspans++;
+	}
+	if (a.nspans) {
+		a.service = "ternd";
+		a.host = ternd.hostname;
+		a.qid = res->qid;
+		a.peer = "";
+		for (size_t k = 0; k < res->nrcpts; k++)
+			if (res->rcpts[k].idx == res->out[0].idx)
+				a.peer = res->rcpts[k].peer;
+		a.relay = res->relay;
+		a.tls = res->tls == HIST_TLS_RESUMED ? "resumed" : res->tls == HIST_TLS_FULL ? "full" : "none";
+		a.conn_use = res->conn_use;
+		a.start_us = res->start;
+		a.end_us = res->now;
+		memcpy(a.trace_id, res->msg.trace_id, sizeof(a.trace_id));
+		memcpy(a.parent_id, res->msg.span_id, sizeof(a.parent_id));
+		a.spans = sp;
+		line = xmalloc(cap);
+		if (otlp_line(&a, line, cap) > 0)
+			spanfile_add(line);	/* the writer frees it */
+		else
+			free(line);
+	}
+	free(sp);
+}
+
+/* relay_result_record - hand an attempt's outcomes to the committer,
+ * then log them, count them, bounce and clean up; a->to is the peer it
+ * went to */
+void relay_result_record(struct attempt *a, const struct conn *c, const struct conf *conf)
+{
+	struct peer_rt *rt = a->to;
+	struct result *res = &a->res;
+	struct job job;
+
+	res->now = now_us();
+	res->conf = conf;
+	res->relay = a->relay_host[0] ? a->relay_host : "none";
+	res->host = c->host[0] ? c->host : NULL;
+	if ((c->fd >= 0 || c->why[0] == '\0') && c->ssl)
+		res->tls = c->tls_resumed ? HIST_TLS_RESUMED : HIST_TLS_FULL;
+	if (a->t0) {
+		/* a transaction: its time and outcome count for the breaker */
+		uint64_t ms = (res->now - a->t0) / 1000;
+		int failed = 0;
+
+		for (size_t i = 0; i < res->nout; i++)
+			failed |= res->out[i].state == RCPT_DEFERRED;
+		metric_observe(stats.transmission, (double)(res->now - a->t0) / 1e6, rt->name);
+		peer_attempt(rt, c->peer, failed, ms < UINT32_MAX ? (uint32_t)ms : UINT32_MAX - 1);
+	}
+	/* apply_result loads the current records into res.msg and res.rcpts */
+	memset(&job, 0, sizeof(job));
+	job.kind = JOB_WRITE;
+	job.write = apply_result;
+	job.arg = res;
+	if (commit_submit(&job) < 0) {
+		log_error("%s: cannot record the delivery attempt: %s", a->qid, job.err);
+	} else if (res->msg.sender == NULL) {
+		log_info("%s: removed from the queue during the delivery attempt", a->qid);
+	} else {
+		log_outcomes(res);
+		if (spanfile_enabled())
+			emit_spans(res);
+		for (size_t i = 0; i < res->nout; i++)
+			stats_delivery(rt->name, res->out[i].state, res->out[i].esc);
+		stats_queue(res->was, res->after);
+		if (res->noticed)
+			relay_kick();	/* the scheduler queues the notification */
+		if (res->removed) {
+			queue_op_cleanup(ternd.spool, &res->del);
+			ternd.queued--;
+			log_info("%s: removed", a->qid);
+		}
+	}
+}
+

@@ -1,0 +1,71 @@
+/*
+ * relay_result.h - what a delivery attempt came to: one outcome per
+ * recipient, set from the peer's replies or from a failure, and the
+ * record of the attempt: its outcomes applied in the committer's write
+ * (recipient states, backoff and expiry, history, the DSN, the message's
+ * removal), then the log lines, spans, metrics and breaker sample.
+ * relay_fail is the one failure sink of a transaction over a connection.
+ * Never writes to a socket, and never to the store but through the
+ * committer.
+ */
+#ifndef TERN_RELAY_RESULT_H
+#define TERN_RELAY_RESULT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "conf.h"
+#include "qid.h"
+#include "queue.h"
+#include "queue_ops.h"
+#include "smtp_reply.h"
+
+#define RCPT_WAIT 0xff			/* outcome: not tried (breaker open), no penalty */
+
+struct attempt;
+struct conn;
+struct peer_rt;
+
+/* One recipient's outcome of an attempt. */
+struct outcome {
+	uint32_t idx;
+	uint8_t state;			/* RCPT_SENT, RCPT_DEFERRED, RCPT_BOUNCED or RCPT_WAIT */
+	char reply[SMTP_REPLY_FORMAT_MAX];
+	char esc[SMTP_ESC_MAX + 1];
+	int expired;			/* bounced by max_queue_lifetime */
+	int bounced;			/* the write bounced the recipient */
+};
+
+/* The result of one attempt, as the committer applies it. */
+struct result {
+	char qid[QID_LEN + 1];
+	struct outcome *out;
+	size_t nout;
+	uint64_t now;
+	uint64_t wait_until;		/* RCPT_WAIT outcomes: next attempt */
+	uint64_t start, connected, sending;	/* attempt begun, connection ready, MAIL sent */
+	unsigned conn_use;		/* this transaction's number on its connection */
+	const char *relay;		/* host[addr]:port, or "none" */
+	const char *host;		/* the peer's host name (Remote-MTA), or NULL */
+	uint8_t tls;			/* enum hist_tls */
+	char peer_qid[SMTP_QUEUE_ID_MAX + 1];	/* from the peer's 250 to the content */
+	const struct conf *conf;
+	/* filled in by the write: what to do after the commit */
+	struct queue_op_arg del;	/* the message left the queue */
+	int removed;
+	struct q_msg msg;		/* for logs and DSNs */
+	struct q_rcpt *rcpts;
+	size_t nrcpts;
+	int was, after;			/* queue_state before and after */
+	int noticed;			/* a notification waits in the queue database */
+};
+
+void set_outcome(struct outcome *o, uint32_t idx, int code, const char *esc, const char *text);
+void relay_outcome(struct attempt *a, size_t i, int code, const char *esc, const char *text);
+void relay_outcome_rest(struct attempt *a, int code, const char *esc, const char *text);
+void relay_wait(struct attempt *a, uint64_t until, const char *peer);
+void relay_fail(struct conn *c, struct attempt *a, int code, const char *esc, const char *why);
+struct q_rcpt *relay_result_rcpt(const struct result *res, uint32_t idx);
+void relay_result_record(struct attempt *a, const struct conn *c, const struct conf *conf);
+
+#endif

@@ -1,0 +1,308 @@
+/*
+ * sched - the scheduler (see sched.h).
+ *
+ * Fairness between peers: each peer's due mail is read in its own scan
+ * of the schedule index, which stops at the first message the peer's
+ * full job queue cannot take, so that one slow peer's backlog never
+ * holds up another's; what does not fit waits in LMDB for the next scan.
+ * A peer without a host is passed over unread; its mail stays queued.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "commit.h"
+#include "log.h"
+#include "notice.h"
+#include "queue_ops.h"
+#include "relay.h"
+#include "sched.h"
+#include "smtp_cmd.h"
+#include "stats.h"
+#include "ternd.h"
+#include "textesc.h"
+#include "xalloc.h"
+
+static struct {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	int kicked;
+} sched = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+
+/* Messages the scheduler found routed to a peer a reload removed. */
+#define REROUTE_MAX 64			/* per scan; the next scan finds the rest */
+struct reroutes {
+	char qids[REROUTE_MAX][QID_LEN + 1];
+	size_t n;
+};
+
+/* relay_kick - new mail is queued: look at the schedule now */
+void relay_kick(void)
+{
+	pthread_mutex_lock(&sched.lock);
+	sched.kicked = 1;
+	pthread_cond_signal(&sched.wake);
+	pthread_mutex_unlock(&sched.lock);
+}
+
+/* sched_offer - queue a due message for a peer, once; 0 when the peer is full */
+static int sched_offer(struct peer_rt *p, const char *qid)
+{
+	int rc;
+
+	pthread_mutex_lock(&p->lock);
+	if ((rc = jobq_offer(&p->q, qid)) > 0)
+		pthread_cond_signal(&p->ready);
+	pthread_mutex_unlock(&p->lock);
+	return rc >= 0;
+}
+
+/* sched_done - a message's delivery attempt is over: it may be offered again */
+static void sched_done(struct peer_rt *p, const char *qid)
+{
+	pthread_mutex_lock(&p->lock);
+	jobq_done(&p->q, qid);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* sched_offer_due - a relayed peer's recipient due now: offer its message;
+ * stop at the first one the full ring cannot take */
+static int sched_offer_due(uint64_t next_us, const char *qid, uint32_t idx, void *arg)
+{
+	(void)next_us;
+	(void)idx;
+	return !sched_offer(arg, qid) || relay_stopping();
+}
+
+/* sched_reroute_due - a due recipient of a peer a reload removed: note its
+ * message, once; stop when REROUTE_MAX are noted */
+static int sched_reroute_due(uint64_t next_us, const char *qid, uint32_t idx, void *arg)
+{
+	struct reroutes *rr = arg;
+	size_t i;
+
+	(void)next_us;
+	(void)idx;
+	for (i = 0; i < rr->n && strcmp(rr->qids[i], qid) != 0; i++)
+		;
+	if (i == rr->n)
+		memcpy(rr->qids[rr->n++], qid, QID_LEN + 1);
+	return rr->n == REROUTE_MAX || relay_stopping();
+}
+
+/* sched_peer - one peer in the schedule: offer a relayed peer's due
+ * mail; pass over a peer without a host, whose mail stays queued,
+ * without reading it; collect the mail of a peer no longer configured */
+static int sched_peer(const char *peer, void *arg)
+{
+	struct peer_rt *p = peer_find(peer);
+	struct reroutes *rr = arg;
+
+	if (p)
+		store_foreach_due(ternd.store, peer, now_us(), sched_offer_due, p);
+	else if (conf_peer_find(ternd_conf(), peer) == NULL && rr->n < REROUTE_MAX)
+		store_foreach_due(ternd.store, peer, now_us(), sched_reroute_due, rr);
+	return relay_stopping();
+}
+
+/* sched_reroute_write - route again the live recipients of a message whose peer
+ * is no longer configured (removed by a reload): by [routes] now, keeping
+ * their schedule and attempts; with no route, they wait min_backoff */
+static int sched_reroute_write(struct store_txn *txn, void *arg)
+{
+	const char *qid = arg;
+	const struct conf *conf = ternd_conf();
+	struct q_rcpt *rcpts = NULL;
+	size_t n = 0;
+	int rc;
+
+	if ((rc = store_txn_get_rcpts(txn, qid, &rcpts, &n)) != 0) {
+		q_rcpts_free(&rcpts, n);
+		return rc == 1 ? 0 : rc;
+	}
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		struct q_rcpt *r = &rcpts[i];
+		char ea[TEXTESC_SIZE(SMTP_PATH_MAX)];
+		const char *to;
+
+		if ((r->state != RCPT_QUEUED && r->state != RCPT_DEFERRED)
+		    || conf_peer_find(conf, r->peer) != NULL)
+			continue;
+		textesc(ea, sizeof(ea), r->addr, TEXTESC_ADDR);
+		if ((to = conf_route(conf, r->addr)) != NULL) {
+			log_info("%s: to=<%s>: peer %s is no longer configured: routed to %s", qid,
+				 ea, r->peer, to);
+			free(r->peer);
+			r->peer = xstrdup(to);
+		} else {
+			log_warning("%s: to=<%s>: peer %s is no longer configured and no route "
+				    "matches: it waits", qid, ea, r->peer);
+			r->next_us = now_us() + (uint64_t)conf->ternd.min_backoff * 1000;
+		}
+		rc = store_put_rcpt(txn, qid, r);
+	}
+	q_rcpts_free(&rcpts, n);
+	return rc;
+}
+
+/* sched_main - the scheduler loop: once a second, or when kicked */
+static void *sched_main(void *arg)
+{
+	static struct reroutes rr;
+
+	for (;;) {
+		struct timespec t;
+
+		rr.n = 0;
+		store_foreach_sched_peer(ternd.store, sched_peer, &rr);
+		for (size_t i = 0; i < rr.n && !relay_stopping(); i++) {
+			struct job job = {0};
+
+			job.kind = JOB_WRITE;
+			job.write = sched_reroute_write;
+			job.arg = rr.qids[i];
+			if (commit_submit(&job) < 0)
+				log_error("%s: cannot route it again: %s", rr.qids[i], job.err);
+		}
+		notices_send();
+		pthread_mutex_lock(&sched.lock);
+		clock_gettime(CLOCK_REALTIME, &t);
+		t.tv_sec += 1;
+		while (!sched.kicked && !relay_stopping())
+			if (pthread_cond_timedwait(&sched.wake, &sched.lock, &t) == ETIMEDOUT)
+				break;
+		sched.kicked = 0;
+		if (relay_stopping()) {
+			pthread_mutex_unlock(&sched.lock);
+			break;
+		}
+		pthread_mutex_unlock(&sched.lock);
+	}
+	return arg;
+}
+
+/* sched_start - start the scheduler thread */
+void sched_start(void)
+{
+	if (pthread_create(&sched.thread, NULL, sched_main, NULL) != 0)
+		log_fatal("cannot start the scheduler");
+}
+
+/* sched_stop - wake the scheduler to see relay_stopping(), and wait for it */
+void sched_stop(void)
+{
+	pthread_mutex_lock(&sched.lock);
+	pthread_cond_broadcast(&sched.wake);
+	pthread_mutex_unlock(&sched.lock);
+	pthread_join(sched.thread, NULL);
+}
+
+/* sched_hold_damaged - hold, through the committer, a message a record of
+ * which fails validation: never sent. Logged by the hold that parks it,
+ * so once: the scheduler does not offer it again */
+static void sched_hold_damaged(const char *qid)
+{
+	struct queue_op_arg a;
+	struct job job;
+
+	memset(&a, 0, sizeof(a));
+	a.op = QOP_HOLD;
+	memcpy(a.qid, qid, QID_LEN + 1);
+	a.now_us = now_us();
+	a.current_seg = spool_segment_id(ternd.spool);
+	memset(&job, 0, sizeof(job));
+	job.kind = JOB_WRITE;
+	job.write = queue_op_write;
+	job.arg = &a;
+	if (commit_submit(&job) < 0) {
+		log_error("%s: a queue record fails validation; holding the message failed: %s",
+			  qid, job.err);
+		return;
+	}
+	if (!a.found || a.changed == 0)
+		return;
+	stats_queue(a.was, a.now);
+	log_error("%s: a queue record fails validation (a field too long, a control character, "
+		  "or counts that disagree): message held, not relayed", qid);
+}
+
+/* sched_load - a job's message and this peer's recipients due now;
+ * 0 when there is nothing to send (then sched_release) */
+int sched_load(struct attempt *a, struct peer_rt *home, const struct conf_peer *p,
+	       const char *qid)
+{
+	uint64_t now = now_us();
+	int rc = 0;
+
+	memset(a, 0, sizeof(*a));
+	a->home = a->to = home;
+	a->fd = -1;
+	memcpy(a->qid, qid, QID_LEN + 1);
+	if (p == NULL || (rc = store_get(ternd.store, qid, &a->m, &a->rcpts, &a->n)) != 0) {
+		if (rc == STORE_DAMAGED)
+			sched_hold_damaged(qid);
+		return 0;
+	}
+	a->loaded = 1;
+	if (a->m.flags & QMSG_HOLD)
+		return 0;
+	a->todo = xcalloc(a->n ? a->n : 1, sizeof(*a->todo));
+	a->ntodo = jobq_due(a->rcpts, a->n, home->name, now, (size_t)p->max_rcpts_per_transaction,
+			    a->todo);
+	if (a->ntodo == 0)
+		return 0;
+	memcpy(a->res.qid, qid, QID_LEN + 1);
+	a->res.start = now;
+	a->res.out = xcalloc(a->ntodo, sizeof(*a->res.out));
+	a->ok = xcalloc(a->ntodo, sizeof(*a->ok));
+	a->told = xcalloc(a->ntodo, sizeof(*a->told));
+	return 1;
+}
+
+/* sched_release - the attempt is over: the message may be offered again */
+void sched_release(struct attempt *a)
+{
+	if (a->fd >= 0)
+		close(a->fd);
+	free(a->res.out);
+	q_msg_clear(&a->res.msg);
+	q_rcpts_free(&a->res.rcpts, a->res.nrcpts);
+	free(a->ok);
+	free(a->told);
+	free(a->todo);
+	if (a->loaded) {
+		q_rcpts_free(&a->rcpts, a->n);
+		q_msg_clear(&a->m);
+	}
+	if (a->home)
+		sched_done(a->home, a->qid);
+}
+
+/* sched_requeue - none of the attempt's replies was read before the
+ * connection died: its job goes back to the front of the peer's queue,
+ * still busy, to be sent again at once on a new connection */
+void sched_requeue(struct attempt *a)
+{
+	struct peer_rt *rt = a->home;
+	char qid[QID_LEN + 1];
+
+	memcpy(qid, a->qid, QID_LEN + 1);
+	if (relay_stopping()) {
+		sched_release(a);	/* it stays queued for the next start */
+		return;
+	}
+	a->home = NULL;
+	sched_release(a);
+	log_info("%s: connection lost before its replies: sent again", qid);
+	pthread_mutex_lock(&rt->lock);
+	jobq_requeue(&rt->q, qid);
+	pthread_cond_signal(&rt->ready);
+	pthread_mutex_unlock(&rt->lock);
+}
+
