@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "milter.h"
 #include "store_journal.h"
 #include "xalloc.h"
@@ -52,6 +53,7 @@ void journal_add(const struct journal_rec *r)
 	}
 	if (jq.count == JOURNAL_RING) {
 		jq.dropped++;
+		metric_add(milter_journal_dropped, 1);
 		pthread_mutex_unlock(&jq.lock);
 		return;
 	}
@@ -94,8 +96,10 @@ static void *writer(void *arg)
 			break;	/* stopping, and drained */
 		now = wall_us();
 		if (journal_db_append(jq.db, batch, n, now > jq.retention_us ? now - jq.retention_us : 0,
-				      err, sizeof(err)) < 0)
+				      err, sizeof(err)) < 0) {
 			log_warning("journal: %zu record%s lost: %s", n, n == 1 ? "" : "s", err);
+			metric_add(milter_journal_dropped, n);
+		}
 		for (size_t i = 0; i < n; i++)
 			journal_rec_clear(&batch[i]);
 	}

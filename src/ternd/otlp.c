@@ -17,6 +17,7 @@
 #include "log.h"
 #include "privs.h"
 #include "otlp.h"
+#include "stats.h"
 #include "ternd.h"
 #include "xalloc.h"
 
@@ -58,6 +59,7 @@ void otlp_add(char *line)
 	pthread_mutex_lock(&sp.lock);
 	if (!sp.running || sp.stopping || sp.count == OTLP_RING) {
 		sp.dropped += sp.running && !sp.stopping;
+		metric_add(stats.spans_dropped, sp.running && !sp.stopping);
 		pthread_mutex_unlock(&sp.lock);
 		free(line);
 		return;
@@ -90,8 +92,10 @@ static void *writer(void *arg)
 		if (dropped)
 			log_warning("otlp_spans_file: %llu span line%s dropped: the writer could not keep up",
 				    dropped, dropped == 1 ? "" : "s");
-		if (write(sp.fd, line, strlen(line)) < 0)
+		if (write(sp.fd, line, strlen(line)) < 0) {
 			log_warning("otlp_spans_file: write: %s", strerror(errno));
+			metric_add(stats.spans_dropped, 1);
+		}
 		free(line);
 	}
 	return arg;
