@@ -176,8 +176,8 @@ void stats_init(const struct conf *conf)
 				   NULL, NULL, 0);
 	metric_gauge_fn(stats.notices, notices_waiting, NULL);
 	stats.queue_rcpts = metric_new(METRIC_GAUGE, "tern_queue_recipients",
-				       "Recipients in the queue not yet delivered (queued or deferred), "
-				       "by peer.", "peer", NULL, 0);
+				       "Recipients in the queue not yet delivered (held ones too), by "
+				       "peer.", "peer", NULL, 0);
 	metric_collect(stats.queue_rcpts, queue_rcpts, NULL);
 	metric_gauge_fn(metric_new(METRIC_GAUGE, "tern_queue_map_used_bytes",
 				   "Octets of the queue database's map in use.", NULL, NULL, 0),
