@@ -8,7 +8,7 @@ packages="
 	libmilter-dev liblmdb-dev libsodium-dev libssl-dev libinih-dev libjansson-dev lmdb-utils
 	check clang libclang-rt-14-dev mandoc
 	postfix miltertest swaks openssl stunnel4 python3 procps iproute2
-	libmicrohttpd-dev curl prometheus
+	libmicrohttpd-dev libsystemd-dev curl prometheus
 	pflogsumm
 	sasl2-bin libsasl2-modules
 	libxml2-utils strace chromium

@@ -1,7 +1,10 @@
 #!/bin/bash
 # contrib.sh - the Grafana dashboard in contrib/ is valid JSON, every query
-# in it is valid PromQL (promtool parses it as a recording rule), and every
-# metric it uses is one the daemons document in their METRICS sections.
+# in it is valid PromQL (promtool parses it as a recording rule) scoped to
+# the $instance variable, a panel repeats per peer, and every metric it
+# uses is one the daemons document in their METRICS sections; the alerting
+# rules pass promtool check rules and their unit tests (promtool test
+# rules contrib/prometheus/tern.rules.test.yml).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib/tap.sh"
@@ -27,12 +30,32 @@ python3 - "$dash" "$tmp/rules.yml" "$tmp/metrics" <<-'EOF'
 EOF
 if command -v promtool >/dev/null; then
 	tap_check "promtool parses every dashboard query" promtool check rules "$tmp/rules.yml"
+	tap_check "promtool check rules tern.rules.yml" promtool check rules "$top/contrib/prometheus/tern.rules.yml"
+	tap_check "promtool test rules: TernDown, TernBreakerOpen across half-open scrapes" \
+		sh -c "cd '$top/contrib/prometheus' && promtool test rules tern.rules.test.yml"
 else
 	tap_skip "promtool parses every dashboard query" "promtool not installed"
+	tap_skip "promtool check rules tern.rules.yml" "promtool not installed"
+	tap_skip "promtool test rules" "promtool not installed"
 fi
 grep -ho '^\.It Li tern_[a-z_]*' "$top/man/ternd.8" "$top/man/tern-milter.8" | awk '{ print $3 }' |
 	sort -u >"$tmp/documented"
 tap_is "the dashboard uses only documented metrics" "$(comm -23 "$tmp/metrics" "$tmp/documented")" ""
+tap_is "an instance variable (a fleet seen per node)" \
+	"$(python3 -c 'import json, sys; print([v["name"] for v in json.load(open(sys.argv[1]))["templating"]["list"]])' "$dash")" \
+	"['datasource', 'instance', 'peer']"
+tap_is "every selector is scoped to \$instance" "$(python3 - "$dash" <<-'EOF'
+	import json, re, sys
+	d = json.load(open(sys.argv[1]))
+	for p in d["panels"]:
+	    for t in p["targets"]:
+	        for m in re.finditer(r"\b((?:tern|process)_[a-z_]+)(\{[^}]*\})?", t["expr"]):
+	            if not m.group(2) or 'instance=~"$instance"' not in m.group(2):
+	                print(p["title"], m.group(0))
+EOF
+)" ""
+tap_is "a panel repeated per peer" \
+	"$(python3 -c 'import json, sys; print(sum(p.get("repeat") == "peer" for p in json.load(open(sys.argv[1]))["panels"]))' "$dash")" 1
 tap_like "the dashboard covers ternd and tern-milter" "$(tr '\n' ' ' <"$tmp/metrics")" \
-	'tern_deliveries_total .*tern_milter_messages_total .*tern_queue_messages'
+	'tern_config_last_reload_successful .*tern_deliveries_total .*tern_delivery_codes_total .*tern_milter_journal_dropped_total .*tern_milter_messages_total .*tern_queue_messages .*tern_queue_recipients '
 tap_done

@@ -47,10 +47,13 @@ struct metric {
 	size_t noutgrown;
 	double (*fn)(void *);
 	void *arg;
+	void (*collect)(struct metric *, void *);
+	void *collect_arg;
 };
 
 static struct metric *metrics, **metrics_tail = &metrics;
 static pthread_mutex_t registering = PTHREAD_MUTEX_INITIALIZER;	/* metric_series */
+static pthread_mutex_t collecting = PTHREAD_MUTEX_INITIALIZER;	/* metric_collect's fns */
 
 /* metric_new - register a metric; an unlabelled one gets its series now */
 struct metric *metric_new(enum metric_type type, const char *name, const char *help,
@@ -124,11 +127,18 @@ void metric_series(struct metric *m, ...)
 	pthread_mutex_unlock(&registering);
 }
 
-/* metric_gauge_fn - an unlabelled gauge computed at each scrape */
+/* metric_gauge_fn - an unlabelled counter or gauge computed at each scrape */
 void metric_gauge_fn(struct metric *m, double (*fn)(void *arg), void *arg)
 {
 	m->fn = fn;
 	m->arg = arg;
+}
+
+/* metric_collect - a labelled gauge set by fn at each scrape */
+void metric_collect(struct metric *m, void (*fn)(struct metric *m, void *arg), void *arg)
+{
+	m->collect = fn;
+	m->collect_arg = arg;
 }
 
 /* series_at - the registered series and their count, for a reader. The
@@ -165,8 +175,8 @@ static struct series *find(struct metric *m, va_list ap)
 	return NULL;
 }
 
-/* metric_add - count n more (counter) */
-void metric_add(struct metric *m, uint64_t n, ...)
+/* metric_add - count n more (counter); 0 when not registered */
+int metric_add(struct metric *m, uint64_t n, ...)
 {
 	struct series *s;
 	va_list ap;
@@ -174,8 +184,10 @@ void metric_add(struct metric *m, uint64_t n, ...)
 	va_start(ap, n);
 	s = find(m, ap);
 	va_end(ap);
-	if (s)
-		atomic_fetch_add_explicit(&s->value, (int64_t)n, memory_order_relaxed);
+	if (s == NULL)
+		return 0;
+	atomic_fetch_add_explicit(&s->value, (int64_t)n, memory_order_relaxed);
+	return 1;
 }
 
 /* metric_gauge_add - move a gauge up or down */
@@ -323,8 +335,16 @@ char *metrics_render(size_t *len)
 		put_escaped(&o, m->help, 0);
 		put(&o, "\n# TYPE %s %s\n", m->name, types[m->type]);
 		size_t n;
-		struct series **index = series_at(m, &n);
+		struct series **index;
 
+		if (m->collect) {	/* unlocked below, once its series are out */
+			pthread_mutex_lock(&collecting);
+			index = series_at(m, &n);
+			for (size_t k = 0; k < n; k++)
+				atomic_store_explicit(&index[k]->value, 0, memory_order_relaxed);
+			m->collect(m, m->collect_arg);
+		}
+		index = series_at(m, &n);
 		for (size_t k = 0; k < n; k++) {
 			struct series *s = index[k];
 
@@ -340,6 +360,8 @@ char *metrics_render(size_t *len)
 				put(&o, " %lld\n", (long long)atomic_load_explicit(&s->value,
 										   memory_order_relaxed));
 		}
+		if (m->collect)
+			pthread_mutex_unlock(&collecting);
 	}
 	*len = o.len;
 	return o.data;

@@ -23,7 +23,8 @@ enum metric_type { METRIC_COUNTER, METRIC_GAUGE, METRIC_HISTOGRAM };
 
 struct metric;
 
-/* registration: metric_new and metric_gauge_fn at startup only, before
+/* registration: metric_new, metric_gauge_fn (an unlabelled counter or
+ * gauge computed at each scrape) and metric_collect at startup only, before
  * any thread updates or renders; metric_series then too, and later (it
  * serializes itself). labels: comma-separated names or NULL.
  * metric_series of a label set registered already does nothing. */
@@ -31,9 +32,16 @@ struct metric *metric_new(enum metric_type type, const char *name, const char *h
 			  const char *labels, const double *buckets, size_t nbuckets);
 void metric_series(struct metric *m, ...);
 void metric_gauge_fn(struct metric *m, double (*fn)(void *arg), void *arg);
+/* metric_collect - a labelled gauge that fn sets (metric_set on its
+ * registered series) at each scrape, every series 0 before; scrapes
+ * take turns, so fn runs once at a time (never on an update path) */
+void metric_collect(struct metric *m, void (*fn)(struct metric *m, void *arg), void *arg);
 
-/* updates: label values follow, as many as the metric has labels */
-void metric_add(struct metric *m, uint64_t n, ...);
+/* updates: label values follow, as many as the metric has labels.
+ * metric_add returns 0 when the label set is not registered (the update
+ * is dropped): a caller whose label values come from a small fixed set
+ * may register the set then (metric_series) and add again */
+int metric_add(struct metric *m, uint64_t n, ...);
 void metric_gauge_add(struct metric *m, int64_t delta, ...);
 void metric_set(struct metric *m, int64_t value, ...);
 void metric_observe(struct metric *m, double value, ...);

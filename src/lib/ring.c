@@ -30,13 +30,16 @@ struct ring {
 /* ring_put - copy one item in; 0, or -1 when full (counted) or stopped */
 int ring_put(struct ring *r, const void *item)
 {
+	int full;
+
 	if (r == NULL)
-		return -1;
+		return RING_STOPPED;
 	pthread_mutex_lock(&r->lock);
 	if (!r->running || r->stopping || r->count == r->cap) {
-		r->dropped += r->running && !r->stopping;
+		full = r->running && !r->stopping;
+		r->dropped += full;
 		pthread_mutex_unlock(&r->lock);
-		return -1;
+		return full ? RING_FULL : RING_STOPPED;
 	}
 	memcpy(r->slots + (r->head + r->count++) % r->cap * r->item_size, item, r->item_size);
 	pthread_cond_signal(&r->work);

@@ -468,3 +468,19 @@ size_t smtp_reply_queue_id(const struct smtp_reply *r, char *out, size_t outlen)
 	out[k] = '\0';
 	return k;
 }
+
+/* smtp_esc_label - the code when RFC 3463 defines it, else "other" */
+const char *smtp_esc_label(const char *esc, char out[SMTP_ESC_LABEL_MAX])
+{
+	/* the highest detail RFC 3463 defines for each subject X.0 to X.7 */
+	static const char last_detail[8] = {'0', '8', '4', '5', '7', '5', '5', '7'};
+
+	if (esc != NULL && (esc[0] == '2' || esc[0] == '4' || esc[0] == '5') && esc[1] == '.'
+	    && esc[2] >= '0' && esc[2] <= '7' && esc[3] == '.'
+	    && esc[4] >= '0' && esc[4] <= last_detail[esc[2] - '0'] && esc[5] == '\0') {
+		memcpy(out, esc, 6);
+		return out;
+	}
+	memcpy(out, "other", 6);
+	return out;
+}

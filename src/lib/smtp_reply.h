@@ -133,4 +133,15 @@ int smtp_reply_ehlo(const struct smtp_reply *r, struct smtp_ehlo *e);
  */
 size_t smtp_reply_queue_id(const struct smtp_reply *r, char *out, size_t outlen);
 
+/*
+ * smtp_esc_label - an enhanced status code as a metric label from a
+ * bounded set: the code itself when RFC 3463 defines it (class 2, 4 or
+ * 5; X.0.0, X.1.0-8, X.2.0-4, X.3.0-5, X.4.0-7, X.5.0-5, X.6.0-5,
+ * X.7.0-7, one digit each), else "other" (later registrations, a code
+ * like "5.1.10", "", junk). Writes SMTP_ESC_LABEL_MAX octets at most
+ * (NUL included) to out and returns out.
+ */
+#define SMTP_ESC_LABEL_MAX 6		/* "5.1.1" or "other" */
+const char *smtp_esc_label(const char *esc, char out[SMTP_ESC_LABEL_MAX]);
+
 #endif

@@ -192,6 +192,24 @@ int store_reader_check(struct store *st)
 	return dead;
 }
 
+/* store_map_usage - octets of the map in use (up to its highest page
+ * written: freed pages are reused, never returned) and its size */
+int store_map_usage(struct store *st, uint64_t *used, uint64_t *size)
+{
+	MDB_envinfo info;
+	MDB_stat stat;
+
+	pthread_rwlock_rdlock(&st->resize);
+	if (st->unmapped || mdb_env_info(st->env, &info) != 0 || mdb_env_stat(st->env, &stat) != 0) {
+		pthread_rwlock_unlock(&st->resize);
+		return -1;
+	}
+	pthread_rwlock_unlock(&st->resize);
+	*used = ((uint64_t)info.me_last_pgno + 1) * stat.ms_psize;
+	*size = info.me_mapsize;
+	return 0;
+}
+
 /* store_grow - double the map; only with no transaction of ours open.
  * MDB_MAP_FULL at the largest map; MDB_PANIC when the new map could not
  * be made (LMDB has dropped the old one by then: only a restart helps) */

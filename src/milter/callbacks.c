@@ -22,6 +22,7 @@
 #include "hdr_check.h"
 #include "log.h"
 #include "metrics.h"
+#include "metrics_std.h"
 #include "milter.h"
 #include "hist.h"
 #include "textesc.h"
@@ -69,6 +70,7 @@ static const struct check_reply {
 
 /* The metrics (tern-milter(8), METRICS). */
 static struct metric *m_messages, *m_checks, *m_traces, *m_callback;
+struct metric *milter_journal_dropped;
 
 /* milter_metrics_init - register the metrics and their label sets */
 void milter_metrics_init(void)
@@ -94,6 +96,10 @@ void milter_metrics_init(void)
 	m_callback = metric_new(METRIC_HISTOGRAM, "tern_milter_callback_seconds",
 				"Time spent in the end-of-message callback (checks, trace, header edits).",
 				NULL, seconds, sizeof(seconds) / sizeof(seconds[0]));
+	milter_journal_dropped = metric_new(METRIC_COUNTER, "tern_milter_journal_dropped_total",
+					    "Journal records not written (the writer could not "
+					    "keep up, or the journal database failed).", NULL, NULL, 0);
+	metrics_std_init();
 }
 
 /* elapsed - seconds since start (CLOCK_MONOTONIC) */

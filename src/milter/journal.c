@@ -12,6 +12,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "metrics.h"
 #include "milter.h"
 #include "ring.h"
 #include "store_journal.h"
@@ -29,6 +30,7 @@ static struct {
 void journal_add(const struct journal_rec *r)
 {
 	struct journal_rec copy;
+	int rc;
 
 	if (jq.ring == NULL)
 		return;
@@ -37,8 +39,11 @@ void journal_add(const struct journal_rec *r)
 	copy.client = xstrdup(r->client);
 	copy.sender = xstrdup(r->sender);
 	copy.verdict = xstrdup(r->verdict);
-	if (ring_put(jq.ring, &copy) < 0)
+	if ((rc = ring_put(jq.ring, &copy)) < 0) {
 		journal_rec_clear(&copy);
+		if (rc == RING_FULL)
+			metric_add(milter_journal_dropped, 1);
+	}
 }
 
 /* write_batch - the journal thread's part: one transaction per batch */
@@ -50,8 +55,10 @@ static void write_batch(void *items, size_t n, void *arg)
 
 	(void)arg;
 	if (journal_db_append(jq.db, batch, n, now > jq.retention_us ? now - jq.retention_us : 0,
-			      err, sizeof(err)) < 0)
+			      err, sizeof(err)) < 0) {
 		log_warning("journal: %zu record%s lost: %s", n, n == 1 ? "" : "s", err);
+		metric_add(milter_journal_dropped, n);
+	}
 	for (size_t i = 0; i < n; i++)
 		journal_rec_clear(&batch[i]);
 }

@@ -3,8 +3,11 @@
  *
  * Order matters: load the configuration and the trace key as root, open
  * the milter socket (so errors show at start), detach, drop privileges,
- * then start threads. libmilter's own signal thread turns SIGTERM, SIGHUP
- * and SIGINT into a stop; SIGUSR1 reloads, from our sigwait() thread.
+ * then start threads, and tell the service manager (READY=1, notify.h)
+ * just before smfi_main(): the socket listens already, so a connection
+ * made from then on waits in its backlog. libmilter's own signal thread
+ * turns SIGTERM, SIGHUP and SIGINT into a stop; SIGUSR1 reloads, from our
+ * sigwait() thread, between RELOADING=1 and READY=1.
  * smfi_main() returns without joining sessions, so shared state is only
  * freed once the last session has closed (or never, if stop_timeout runs
  * out first: the process exits anyway).
@@ -31,6 +34,8 @@
 #include "clock.h"
 #include "log.h"
 #include "metrics.h"
+#include "metrics_std.h"
+#include "notify.h"
 #include "milter.h"
 #include "privs.h"
 #include "xalloc.h"
@@ -112,6 +117,8 @@ static void reload(void)
 	if ((conf = conf_load(conf_path, err, sizeof(err))) == NULL
 	    || (cfg = milter_cfg_load(conf, err, sizeof(err))) == NULL) {
 		log_error("reload failed, keeping the running configuration: %s", err);
+		metrics_std_reloaded(0);
+		notify_status("reload failed, running the previous configuration: %s", err);
 		return;
 	}
 	if (strcmp(cfg->conf->milter.listen, milter_current->conf->milter.listen) != 0)
@@ -121,6 +128,8 @@ static void reload(void)
 	milter_current = cfg;
 	pthread_mutex_unlock(&milter_lock);
 	milter_cfg_put(&old);
+	metrics_std_reloaded(1);
+	notify_status("listening on %s", cfg->conf->milter.listen);
 	log_info("configuration reloaded from %s", conf_path);
 }
 
@@ -133,10 +142,13 @@ static void *signal_thread(void *arg)
 	for (;;) {
 		if (sigwait(set, &sig) != 0)
 			continue;
-		if (sig == SIGUSR1)
+		if (sig == SIGUSR1) {
+			notify_reloading();
 			reload();
-		else if (sig == SIGUSR2)
+			notify_ready();
+		} else if (sig == SIGUSR2) {
 			log_file_reopen();
+		}
 	}
 	return NULL;
 }
@@ -345,7 +357,10 @@ int main(int argc, char **argv)
 
 	log_info("starting on %s (trace %s, metrics %s)", m->listen, m->trace ? "on" : "off",
 		 m->metrics_listen[0] ? m->metrics_listen : "off");
+	notify_status("listening on %s", m->listen);
+	notify_ready();
 	rc = smfi_main();
+	notify_stopping();
 	pthread_mutex_lock(&milter_lock);
 	stop_timeout = milter_current->conf->milter.stop_timeout;
 	pthread_mutex_unlock(&milter_lock);

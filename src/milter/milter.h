@@ -21,6 +21,8 @@ struct milter_cfg *milter_cfg_get(void);
 void milter_cfg_put(struct milter_cfg **cfg);
 void milter_session_count(int delta);
 void milter_metrics_init(void);
+struct metric;
+extern struct metric *milter_journal_dropped;	/* journal.c bumps it */
 
 extern struct smfiDesc milter_desc;
 

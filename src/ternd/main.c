@@ -4,9 +4,11 @@
  * As root: load the configuration, create (or check) the state, spool and
  * run directories, open the listeners and the control socket. Then drop
  * to the tern user, open the queue database and the spool (so their
- * files belong to that user), recover, and start the threads. The main
- * thread then only waits for signals: SIGTERM/SIGINT drain and stop,
- * SIGHUP reloads.
+ * files belong to that user), recover, and start the threads; then tell
+ * the service manager (READY=1, notify.h). The main thread then only
+ * waits for signals: SIGTERM/SIGINT drain and stop, SIGHUP (and SIGUSR1)
+ * reload, between RELOADING=1 and READY=1; and at most once a second it
+ * updates the STATUS= line with the queue size, when that changed.
  */
 #include "config.h"
 
@@ -29,6 +31,8 @@
 #include "control.h"
 #include "listen.h"
 #include "log.h"
+#include "metrics_std.h"
+#include "notify.h"
 #include "privs.h"
 #include "recover.h"
 #include "relay.h"
@@ -105,15 +109,18 @@ static void write_pid(void)
 		log_warning("cannot write the pid file: %s", strerror(errno));
 }
 
-/* reload - SIGHUP: new routes, limits and peers; listeners need a restart */
-static void reload(const char *path)
+/* reload - SIGHUP: new routes, limits and peers; listeners need a
+ * restart. 0, or -1 when the running configuration stays */
+static int reload(const char *path)
 {
 	struct conf *conf, *old;
 	char err[1024];
 
 	if ((conf = conf_load(path, err, sizeof(err))) == NULL) {
 		log_error("reload failed, keeping the running configuration: %s", err);
-		return;
+		metrics_std_reloaded(0);
+		notify_status("reload failed, running the previous configuration: %s", err);
+		return -1;
 	}
 	if (strcmp(conf->ternd.lmtp_listen, ternd.conf->ternd.lmtp_listen) != 0
 	    || strcmp(conf->ternd.smtp_listen, ternd.conf->ternd.smtp_listen) != 0)
@@ -123,7 +130,22 @@ static void reload(const char *path)
 	retired = xreallocarray(retired, nretired + 1, sizeof(*retired));
 	retired[nretired++] = old;
 	relay_reload(conf);
+	metrics_std_reloaded(1);
 	log_info("configuration reloaded from %s", path);
+	return 0;
+}
+
+/* queue_status - STATUS= for the service manager: the queue size, when
+ * it changed since the last one (the caller bounds how often) */
+static void queue_status(int force)
+{
+	static uint64_t shown = UINT64_MAX;
+	uint64_t n = atomic_load(&ternd.queued);
+
+	if (n == shown && !force)
+		return;
+	shown = n;
+	notify_status("queue: %llu message%s", (unsigned long long)n, n == 1 ? "" : "s");
 }
 
 /* drain - SIGTERM: stop accepting, let sessions finish (bounded), stop;
@@ -286,11 +308,20 @@ int main(int argc, char **argv)
 	log_info("started: lmtp %s, smtp %s", ternd.conf->ternd.lmtp_listen[0]
 		 ? ternd.conf->ternd.lmtp_listen : "off",
 		 ternd.conf->ternd.smtp_listen[0] ? ternd.conf->ternd.smtp_listen : "off");
+	queue_status(1);
+	notify_ready();
 	for (;;) {
-		if (sigwait(&set, &sig) != 0)
+		struct timespec second = {1, 0};
+
+		if ((sig = sigtimedwait(&set, NULL, &second)) < 0) {
+			queue_status(0);	/* EAGAIN: a second passed (or EINTR) */
 			continue;
+		}
 		if (sig == SIGHUP || sig == SIGUSR1) {
-			reload(cli.conf_path);
+			notify_reloading();
+			if (reload(cli.conf_path) == 0)
+				queue_status(1);	/* no "reload failed" left */
+			notify_ready();
 			continue;
 		}
 		if (sig == SIGUSR2) {
@@ -299,6 +330,7 @@ int main(int argc, char **argv)
 		}
 		break;
 	}
+	notify_stopping();
 	if (drain() > 0) {
 		/* Sessions still run: exit without freeing what they use. */
 		log_info("stopped");

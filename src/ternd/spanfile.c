@@ -17,6 +17,7 @@
 #include "privs.h"
 #include "ring.h"
 #include "spanfile.h"
+#include "stats.h"
 
 #define SPANFILE_RING 4096
 
@@ -48,8 +49,13 @@ int spanfile_enabled(void)
 /* spanfile_add - queue one line (taken over); dropped and counted when full */
 void spanfile_add(char *line)
 {
-	if (ring_put(sp.ring, &line) < 0)
+	int rc = ring_put(sp.ring, &line);
+
+	if (rc < 0) {
 		free(line);
+		if (rc == RING_FULL)
+			metric_add(stats.spans_dropped, 1);
+	}
 }
 
 /* write_lines - append queued lines, one write each (appends stay whole) */
@@ -59,8 +65,10 @@ static void write_lines(void *items, size_t n, void *arg)
 
 	(void)arg;
 	for (size_t i = 0; i < n; i++) {
-		if (write(sp.fd, lines[i], strlen(lines[i])) < 0)
+		if (write(sp.fd, lines[i], strlen(lines[i])) < 0) {
 			log_warning("otlp_spans_file: write: %s", strerror(errno));
+			metric_add(stats.spans_dropped, 1);
+		}
 		free(lines[i]);
 	}
 }

@@ -11,12 +11,19 @@
  * is set) and then moved by every change of a message's state, so a
  * scrape never reads the queue; tern_queue_oldest_age_seconds is one
  * LMDB lookup (the oldest queue id) per scrape, tern_notices_waiting one
- * table count.
+ * table count, the map gauges one look at LMDB's meta page;
+ * tern_queue_recipients walks the schedule index (every live recipient's
+ * entry, by peer) at each scrape, in one short read per peer. The
+ * delivery codes' series (tern_delivery_codes_total) are registered as
+ * they occur: the label is one of RFC 3463's codes or "other"
+ * (smtp_esc_label), so they stay fewer than 150 per peer.
  */
 #include "config.h"
 
 #include "conn.h"
 #include "log.h"
+#include "metrics_std.h"
+#include "smtp_reply.h"
 #include "queue_ops.h"
 #include "stats.h"
 #include "ternd.h"
@@ -59,6 +66,47 @@ static double notices_waiting(void *arg)
 	return (double)n;
 }
 
+/* map_used, map_size - the queue database's map: octets in use, its size */
+static double map_used(void *arg)
+{
+	uint64_t used = 0, size = 0;
+
+	(void)arg;
+	store_map_usage(ternd.store, &used, &size);
+	return (double)used;
+}
+
+static double map_size(void *arg)
+{
+	uint64_t used = 0, size = 0;
+
+	(void)arg;
+	store_map_usage(ternd.store, &used, &size);
+	return (double)size;
+}
+
+/* count_due - one live recipient of a peer */
+static int count_due(uint64_t next_us, const char *qid, uint32_t idx, void *arg)
+{
+	(void)next_us, (void)qid, (void)idx;
+	++*(int64_t *)arg;
+	return 0;
+}
+
+/* queue_rcpts - at a scrape: each configured peer's live recipients */
+static void queue_rcpts(struct metric *m, void *arg)
+{
+	const struct conf *conf = __atomic_load_n(&ternd.conf, __ATOMIC_ACQUIRE);
+
+	(void)arg;
+	for (size_t p = 0; p < conf->npeers; p++) {
+		int64_t n = 0;
+
+		store_foreach_due(ternd.store, conf->peers[p].name, UINT64_MAX, count_due, &n);
+		metric_set(m, n, conf->peers[p].name);
+	}
+}
+
 /* count_one - startup: one message into tern_queue_messages */
 static int count_one(const struct q_msg *m, const struct q_rcpt *rcpts, size_t n, void *arg)
 {
@@ -87,6 +135,7 @@ void stats_peer(const char *peer)
 	metric_series(stats.tls_handshakes, peer, "failed", "no");
 	metric_series(stats.tls_seconds, peer);
 	metric_series(stats.breaker, peer);
+	metric_series(stats.queue_rcpts, peer);
 	for (size_t i = 0; i < 3; i++)
 		metric_series(stats.bytes, peer, conn_send_method_name((enum conn_send_method)i));
 }
@@ -101,9 +150,13 @@ void stats_init(const struct conf *conf)
 	metric_series(stats.received, "smtp");
 	stats.rcpts_received = metric_new(METRIC_COUNTER, "tern_recipients_received_total",
 					  "Recipients of the accepted messages.", NULL, NULL, 0);
+	metrics_std_init();
 	stats.deliveries = metric_new(METRIC_COUNTER, "tern_deliveries_total",
 				      "Delivery attempts per recipient, by peer and outcome.",
 				      "peer,status", NULL, 0);
+	stats.codes = metric_new(METRIC_COUNTER, "tern_delivery_codes_total",
+				 "Delivery attempts per recipient, by peer and enhanced status code "
+				 "(RFC 3463; other for any other).", "peer,dsn", NULL, 0);
 	stats.transmission = metric_new(METRIC_HISTOGRAM, "tern_delivery_transmission_seconds",
 					"Time of one SMTP transaction with the peer, MAIL to the final reply.",
 					"peer", seconds_wan, N(seconds_wan));
@@ -122,6 +175,19 @@ void stats_init(const struct conf *conf)
 				   "yet queued (a storage error retries them after min_backoff).",
 				   NULL, NULL, 0);
 	metric_gauge_fn(stats.notices, notices_waiting, NULL);
+	stats.queue_rcpts = metric_new(METRIC_GAUGE, "tern_queue_recipients",
+				       "Recipients in the queue not yet delivered (held ones too), by "
+				       "peer.", "peer", NULL, 0);
+	metric_collect(stats.queue_rcpts, queue_rcpts, NULL);
+	metric_gauge_fn(metric_new(METRIC_GAUGE, "tern_queue_map_used_bytes",
+				   "Octets of the queue database's map in use.", NULL, NULL, 0),
+			map_used, NULL);
+	metric_gauge_fn(metric_new(METRIC_GAUGE, "tern_queue_map_size_bytes",
+				   "Size of the queue database's map (it grows when full).", NULL,
+				   NULL, 0), map_size, NULL);
+	stats.spans_dropped = metric_new(METRIC_COUNTER, "tern_spans_dropped_total",
+					 "Span lines not written to otlp_spans_file (the writer "
+					 "could not keep up, or a write failed).", NULL, NULL, 0);
 	stats.conns_opened = metric_new(METRIC_COUNTER, "tern_connections_opened_total",
 					"Connections opened to the peer (greeting, EHLO and TLS done).",
 					"peer", NULL, 0);
@@ -191,6 +257,15 @@ void stats_delivery(const char *peer, int state, const char *esc)
 	const char *status = state == RCPT_SENT ? "sent" : state == RCPT_DEFERRED ? "deferred"
 		: esc[0] == '4' ? "expired" : "bounced";
 
-	if (state == RCPT_SENT || state == RCPT_DEFERRED || state == RCPT_BOUNCED)
-		metric_add(stats.deliveries, 1, peer, status);
+	char dsn[SMTP_ESC_LABEL_MAX];
+
+	if (state != RCPT_SENT && state != RCPT_DEFERRED && state != RCPT_BOUNCED)
+		return;
+	metric_add(stats.deliveries, 1, peer, status);
+	smtp_esc_label(esc, dsn);
+	if (!metric_add(stats.codes, 1, peer, dsn)) {	/* the code's first time */
+		metric_series(stats.codes, peer, dsn);
+		metric_add(stats.codes, 1, peer, dsn);
+	}
 }
+

@@ -7,17 +7,25 @@
 #   connection (max_connections = 1), 1 from <> refused with 5xx by a
 #   second sink, 1 parked for a peer without host, then held with ternq;
 #   exact counters, histogram counts, queue gauges (also after a restart,
-#   which counts the queue anew), 404 and 405.
+#   which counts the queue anew), 404 and 405; build info, process
+#   metrics, the queue database's map, recipients per peer; then
+#   (restarted) a peer answering 550 5.1.1, 550 5.9.9, 550 without a
+#   code and 451 4.7.0: tern_delivery_codes_total by code (5.9.9 is
+#   "other"), and a reload of a broken file, then a good one:
+#   tern_config_last_reload_successful 0, then 1.
 #
 #   tern-milter in an isolated Postfix: 2 plain messages, 1 with a forged
 #   trace, 1 without Date: (tagged), 1 mail loop (rejected); exact
-#   verdict, check and trace counters.
+#   verdict, check and trace counters; build info, process metrics,
+#   journal drops; SIGUSR1 with a broken file, then a good one.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib/tap.sh"
 . "$here/../lib/postfix.sh"
 . "$here/../lib/ternd.sh"
 milter=${top_builddir:-$here/../..}/src/milter/tern-milter
+version=$(sed -n 's/^#define PACKAGE_VERSION "\(.*\)"$/\1/p' "${top_builddir:-$here/../..}/config.h")
+started=$(date +%s)
 
 [ "$(id -u)" -eq 0 ] || tap_skip_all "must run as root (ternd drops privileges, postfix start)"
 for cmd in curl promtool swaks smtp-sink postfix python3 ss; do
@@ -50,8 +58,12 @@ smtp-sink -u nobody "127.0.0.1:$sink_port" 64 >"$top/sink.out" 2>&1 &
 tap_bg_register $!
 smtp-sink -u nobody -f rcpt "127.0.0.1:$hard_port" 64 >"$top/hard.out" 2>&1 &
 tap_bg_register $!
+codes_port=$(free_port)
+python3 "$here/../lib/reply_peer.py" "$codes_port" >"$top/codes.out" 2>&1 &
+tap_bg_register $!
 tap_check "smtp-sinks listen" wait_for_port "$sink_port"
 wait_for_port "$hard_port"
+wait_for_port "$codes_port"
 
 TERND_PEERS=$(printf '%s\n' \
 	"[peer plain]" "host = [127.0.0.1]" "port = $sink_port" "tls = none" "min_idle = 0" \
@@ -59,7 +71,9 @@ TERND_PEERS=$(printf '%s\n' \
 	"[peer hard]" "host = [127.0.0.1]" "port = $hard_port" "tls = none" "min_idle = 0" \
 	"max_connections = 1" \
 	"[peer parked]" \
-	"[routes]" "example.com = plain" "hard.test = hard" "parked.test = parked")
+	"[peer codes]" "host = [127.0.0.1]" "port = $codes_port" "tls = none" "min_idle = 0" \
+	"[routes]" "example.com = plain" "hard.test = hard" "parked.test = parked" \
+	"codes.test = codes")
 export TERND_PEERS
 ternd_setup "$top/t" "metrics_listen = 127.0.0.1:$tm_port" || exit 1
 unset TERND_PEERS
@@ -133,6 +147,31 @@ tap_is "every series of a histogram has cumulative buckets" "$(awk '
 	/_bucket\{/ { key = $1; sub(/,?le="[^"]*"/, "", key); if (key == last && $2 + 0 < prev) bad++
 		last = key; prev = $2 + 0 }
 	END { print bad + 0 }' "$top/ternd.prom")" 0
+ternd_is 'tern_delivery_codes_total{peer="plain",dsn="2.0.0"}' 6
+ternd_is 'tern_delivery_codes_total{peer="hard",dsn="5.3.0"}' 1
+tap_is "a code's series appears with its first attempt" \
+	"$(grep -c '^tern_delivery_codes_total{peer="codes"' "$top/ternd.prom")" 0
+ternd_is 'tern_queue_recipients{peer="parked"}' 1
+ternd_is 'tern_queue_recipients{peer="plain"}' 0
+ternd_is 'tern_spans_dropped_total' 0
+
+# std_checks NAME FILE - the standard series of a daemon's scrape
+std_checks() {
+	local f=$2 start
+	tap_is "$1: tern_build_info{version=\"$version\"} 1" \
+		"$(value "$f" "tern_build_info{version=\"$version\"}")" 1
+	tap_is "$1: process metrics with their types" "$(grep -cxE '# TYPE (process_cpu_seconds_total counter|process_(resident_memory_bytes|virtual_memory_bytes|open_fds|max_fds|start_time_seconds) gauge)' "$f")" 6
+	tap_like "$1: process_resident_memory_bytes" "$(value "$f" process_resident_memory_bytes)" '^[1-9][0-9]{6,}$'
+	tap_like "$1: process_open_fds" "$(value "$f" process_open_fds)" '^([5-9]|[1-9][0-9]+)$'
+	start=$(value "$f" process_start_time_seconds)
+	tap_check "$1: process_start_time_seconds ($start) since the test started ($started)" \
+		awk -v s="$start" -v t="$started" -v now="$(date +%s)" 'BEGIN { exit !(s >= t - 1 && s <= now + 1) }'
+	tap_is "$1: tern_config_last_reload_successful" "$(value "$f" tern_config_last_reload_successful)" 1
+}
+std_checks ternd "$top/ternd.prom"
+tap_check "tern_queue_map_used_bytes within tern_queue_map_size_bytes" awk \
+	-v u="$(value "$top/ternd.prom" tern_queue_map_used_bytes)" \
+	-v z="$(value "$top/ternd.prom" tern_queue_map_size_bytes)" 'BEGIN { exit !(u > 0 && u <= z) }'
 tap_is "no address or domain in a label" "$(grep -cE '127\.0\.0\.1|example\.com|parked\.test' "$top/ternd.prom")" 0
 
 tap_is "GET /other: 404" "$(curl -s -o /dev/null -w '%{http_code}' --max-time 30 "http://127.0.0.1:$tm_port/other")" 404
@@ -151,6 +190,56 @@ tap_is "after a restart: the queue counted anew (hold 1)" \
 	"$(value "$top/ternd2.prom" 'tern_queue_messages{state="hold"}') $(value "$top/ternd2.prom" 'tern_queue_messages{state="queued"}')" "1 0"
 tap_is "after a restart: counters start at 0" \
 	"$(value "$top/ternd2.prom" 'tern_messages_received_total{listener="smtp"}')" 0
+
+# Enhanced status codes, as the peer gave them (or the class's own)
+python3 - "$TERND_PORT" >"$top/codes-send.out" 2>&1 <<-'EOF'
+	import smtplib, sys
+	s = smtplib.SMTP("127.0.0.1", int(sys.argv[1]), "client.test", timeout=60)
+	for r in ("550-5.1.1", "550-5.9.9", "550", "451-4.7.0"):
+	    s.sendmail("app@example.org", ["%s@codes.test" % r], b"Subject: c\r\n\r\nbody\r\n")
+	s.quit()
+EOF
+tap_is "4 messages for the codes peer accepted" "$?" 0
+tap_check "3 bounced by the codes peer" wait_until 60 metric_is "$tm_port" 'tern_deliveries_total{peer="codes",status="bounced"}' 3
+tap_check "1 deferred by the codes peer" wait_until 60 metric_is "$tm_port" 'tern_deliveries_total{peer="codes",status="deferred"}' 1
+scrape "$tm_port" "$top/codes.prom" >/dev/null
+tap_is "tern_delivery_codes_total of the codes peer: 5.1.1, other (5.9.9), 5.0.0 (none given), 4.7.0" \
+	"$(grep '^tern_delivery_codes_total{peer="codes"' "$top/codes.prom" | sort | tr '\n' ' ')" \
+	'tern_delivery_codes_total{peer="codes",dsn="4.7.0"} 1 tern_delivery_codes_total{peer="codes",dsn="5.0.0"} 1 tern_delivery_codes_total{peer="codes",dsn="5.1.1"} 1 tern_delivery_codes_total{peer="codes",dsn="other"} 1 '
+tap_is "tern_queue_recipients: the deferred one" \
+	"$(value "$top/codes.prom" 'tern_queue_recipients{peer="codes"}')" 1
+tap_check "promtool check metrics: ternd with codes" sh -c "promtool check metrics <'$top/codes.prom' >'$top/promtool-codes.out' 2>&1"
+sed 's/^/# /' "$top/promtool-codes.out"
+
+# signal_scrape PID SIGNAL LOG PATTERN URL FILE - send SIGNAL, wait for
+# one more PATTERN line in LOG, scrape URL into FILE
+signal_scrape() {
+	local n
+	n=$(grep -c "$4" "$3")
+	kill "-$2" "$1"
+	wait_until 10 sh -c "[ \$(grep -c '$4' '$3') -gt $n ]"
+	curl -s -g -o "$6" --max-time 30 "$5"
+}
+
+# reload_flip NAME PID SIGNAL CONF URL LOG - a broken file, then the good
+# one again: tern_config_last_reload_successful 0, then 1
+reload_flip() {
+	local name=$1 pid=$2 sig=$3 conf=$4 url=$5 log=$6 t0 t1
+	cp "$conf" "$conf.good"
+	printf '%s\n' "[global]" "no_such_parameter = 1" >>"$conf"
+	signal_scrape "$pid" "$sig" "$log" 'reload failed' "$url" "$top/$name-bad.prom"
+	tap_is "$name: a failed reload: tern_config_last_reload_successful 0" \
+		"$(value "$top/$name-bad.prom" tern_config_last_reload_successful)" 0
+	t0=$(value "$top/$name-bad.prom" tern_config_last_reload_success_timestamp_seconds)
+	cp "$conf.good" "$conf"
+	sleep 1
+	signal_scrape "$pid" "$sig" "$log" 'configuration reloaded' "$url" "$top/$name-good.prom"
+	tap_is "$name: a good reload: tern_config_last_reload_successful 1" \
+		"$(value "$top/$name-good.prom" tern_config_last_reload_successful)" 1
+	t1=$(value "$top/$name-good.prom" tern_config_last_reload_success_timestamp_seconds)
+	tap_check "$name: the success timestamp moved ($t0 -> $t1)" test "$t1" -gt "$t0"
+}
+reload_flip ternd "$TERND_PID" HUP "$TERND_CONF" "http://127.0.0.1:$tm_port/metrics" "$TERND_LOG"
 ternd_stop
 tap_check "no sanitizer reports from ternd" ternd_sanitizer_clean
 
@@ -227,6 +316,9 @@ milter_is 'tern_milter_traces_total{origin="new"}' 4
 milter_is 'tern_milter_traces_total{origin="replaced"}' 1
 milter_is 'tern_milter_traces_total{origin="continued"}' 0
 milter_is 'tern_milter_callback_seconds_count' 5
+milter_is 'tern_milter_journal_dropped_total' 0
+std_checks tern-milter "$top/milter.prom"
+reload_flip tern-milter "$milter_pid" USR1 "$top/tern.conf" "http://$mm_url:$mm_port/metrics" "$top/milter.log"
 tap_is "tern-milter GET /other: 404" \
 	"$(curl -s -g -o /dev/null -w '%{http_code}' --max-time 30 "http://$mm_url:$mm_port/other")" 404
 

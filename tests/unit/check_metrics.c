@@ -4,7 +4,9 @@
  * _count equal to +Inf), label value and HELP escaping, updates with
  * unregistered label sets dropped, counts exact under concurrent updates,
  * series registered while updates and scrapes run (a reload's new peer),
- * and the metrics_listen parser.
+ * labelled gauges collected at scrape time, the metrics_listen parser,
+ * and the standard series (metrics_std): build info, the /proc/PID/stat
+ * parser of the process metrics, the reload outcome.
  */
 #include "config.h"
 
@@ -14,8 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "metrics.h"
+#include "metrics_std.h"
 #include "unit.h"
 
 /* render - the exposition as a string (caller frees) */
@@ -318,6 +322,124 @@ START_TEST(test_listen_long_host)
 }
 END_TEST
 
+/* collect_peers - a scrape-time fn: sets one of two series */
+static void collect_peers(struct metric *m, void *arg)
+{
+	int *calls = arg;
+
+	(*calls)++;
+	metric_set(m, 40 + *calls, "a");
+}
+
+START_TEST(test_collect)
+{
+	struct metric *g = metric_new(METRIC_GAUGE, "t_rcpts", "Recipients.", "peer", NULL, 0);
+	int calls = 0;
+	char *text;
+
+	metric_series(g, "a");
+	metric_series(g, "b");
+	metric_set(g, 7, "b");	/* reset to 0 before each collection */
+	metric_collect(g, collect_peers, &calls);
+	text = render();
+	ck_assert_str_eq(text, "# HELP t_rcpts Recipients.\n# TYPE t_rcpts gauge\n"
+			 "t_rcpts{peer=\"a\"} 41\nt_rcpts{peer=\"b\"} 0\n");
+	free(text);
+	text = render();
+	ck_assert_ptr_nonnull(strstr(text, "t_rcpts{peer=\"a\"} 42\n"));
+	ck_assert_int_eq(calls, 2);
+	free(text);
+	metrics_reset();
+}
+END_TEST
+
+/* /proc/PID/stat lines: a command name with spaces and parentheses, the
+ * numbers proc(5) places at fields 14, 15, 22, 23 and 24 */
+static const char stat_line[] =
+	"4242 (tern (x) d) S 1 4242 4242 0 -1 4194624 1043 0 3 0 "
+	"157 23 0 0 20 0 5 0 98765 123456789 3456 18446744073709551615 1 1 0 0 0 0 0 "
+	"4096 0 0 0 0 17 1 0 0 0 0 0\n";
+
+START_TEST(test_procstat)
+{
+	struct procstat ps;
+
+	memset(&ps, 0xff, sizeof(ps));
+	ck_assert_int_eq(procstat_parse(stat_line, &ps), 0);
+	ck_assert_uint_eq(ps.utime, 157);
+	ck_assert_uint_eq(ps.stime, 23);
+	ck_assert_uint_eq(ps.starttime, 98765);
+	ck_assert_uint_eq(ps.vsize, 123456789);
+	ck_assert_uint_eq(ps.rss, 3456);
+}
+END_TEST
+
+static const char *const stat_bad[] = {
+	"",
+	"4242 (ternd S 1 4242",					/* no ')' */
+	"(ternd) S 1 4242 4242 0 -1 4194624 1043 0 3 0 157 23 0 0 20 0 5 0 98765 1 2\n",
+	"4242 (ternd) S 1 4242 4242 0 -1 4194624 1043 0 3 0 157 23 0 0 20 0 5 0 98765 1\n",
+	"4242 (ternd) S 1 4242 4242 0 -1 4194624 1043 0 3 0 157 x 0 0 20 0 5 0 98765 1 2\n",
+	"4242 (ternd)S 1 4242 4242 0 -1 4194624 1043 0 3 0 157 23 0 0 20 0 5 0 98765 1 2\n",
+	"4242 (ternd) 1 1 4242 4242 0 -1 4194624 1043 0 3 0 157 23 0 0 20 0 5 0 98765 1 2\n",
+	"4242 (ternd) S 1 4242 4242 0 -1 4194624 1043 0 3 0 99999999999999999999 23 0 0 20 0 5 0 98765 1 2\n",
+};
+
+START_TEST(test_procstat_bad)
+{
+	struct procstat ps;
+
+	ck_assert_int_eq(procstat_parse(stat_bad[_i], &ps), -1);
+}
+END_TEST
+
+/* value_of - the value of the sample line "name value" in text, or -1 */
+static double value_of(const char *text, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = text; (p = strstr(p, name)) != NULL; p++)
+		if ((p == text || p[-1] == '\n') && p[n] == ' ')
+			return strtod(p + n + 1, NULL);
+	return -1;
+}
+
+START_TEST(test_std)
+{
+	char *text;
+	double start;
+
+	metrics_std_init();
+	text = render();
+	ck_assert_ptr_nonnull(strstr(text, "# TYPE tern_build_info gauge\ntern_build_info{version=\""
+				     PACKAGE_VERSION "\"} 1\n"));
+	ck_assert_ptr_nonnull(strstr(text, "# TYPE process_cpu_seconds_total counter\n"));
+	ck_assert_ptr_nonnull(strstr(text, "# TYPE process_open_fds gauge\n"));
+	ck_assert(value_of(text, "process_resident_memory_bytes") > 4096);
+	ck_assert(value_of(text, "process_virtual_memory_bytes") > 4096);
+	ck_assert(value_of(text, "process_cpu_seconds_total") >= 0);
+	/* stdin, stdout, stderr at least; not the descriptor that counts */
+	ck_assert(value_of(text, "process_open_fds") >= 3);
+	ck_assert(value_of(text, "process_max_fds") >= 3);
+	start = value_of(text, "process_start_time_seconds");
+	ck_assert(start > (double)time(NULL) - 600 && start <= (double)time(NULL) + 1);
+	ck_assert(value_of(text, "tern_config_last_reload_successful") == 1);
+	ck_assert(value_of(text, "tern_config_last_reload_success_timestamp_seconds")
+		  >= (double)time(NULL) - 60);
+	free(text);
+	metrics_std_reloaded(0);
+	text = render();
+	ck_assert(value_of(text, "tern_config_last_reload_successful") == 0);
+	ck_assert(value_of(text, "tern_config_last_reload_success_timestamp_seconds") > 0);
+	free(text);
+	metrics_std_reloaded(1);
+	text = render();
+	ck_assert(value_of(text, "tern_config_last_reload_successful") == 1);
+	free(text);
+	metrics_reset();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("metrics");
@@ -332,6 +454,10 @@ int main(void)
 	tcase_add_loop_test(tc, test_listen_ok, 0, N_ELEMENTS(listen_ok));
 	tcase_add_loop_test(tc, test_listen_bad, 0, N_ELEMENTS(listen_bad));
 	tcase_add_test(tc, test_listen_long_host);
+	tcase_add_test(tc, test_collect);
+	tcase_add_test(tc, test_procstat);
+	tcase_add_loop_test(tc, test_procstat_bad, 0, N_ELEMENTS(stat_bad));
+	tcase_add_test(tc, test_std);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	return unit_run(s);

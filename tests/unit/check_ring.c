@@ -72,11 +72,11 @@ START_TEST(test_order_and_stop)
 	ck_assert_uint_eq(s.n, 40);
 	for (unsigned i = 0; i < 40; i++)
 		ck_assert_uint_eq(s.got[i], i);
-	ck_assert_int_eq(put(r, 99), -1);	/* stopped: refused */
+	ck_assert_int_eq(put(r, 99), RING_STOPPED);	/* stopped: refused */
 	ring_stop(r);				/* twice: nothing more */
 	ring_free(&r);
 	ck_assert_ptr_null(r);
-	ck_assert_int_eq(put(r, 99), -1);	/* no ring */
+	ck_assert_int_eq(put(r, 99), RING_STOPPED);	/* no ring */
 	ring_free(&r);
 }
 END_TEST
@@ -100,9 +100,9 @@ START_TEST(test_full_drops_and_counts)
 	sem_wait(&s.entered);		/* the writer holds item 0 */
 	for (unsigned i = 1; i <= 4; i++)
 		ck_assert_int_eq(put(r, i), 0);
-	ck_assert_int_eq(put(r, 5), -1);	/* full */
-	ck_assert_int_eq(put(r, 6), -1);
-	ck_assert_int_eq(put(r, 7), -1);
+	ck_assert_int_eq(put(r, 5), RING_FULL);	/* full */
+	ck_assert_int_eq(put(r, 6), RING_FULL);
+	ck_assert_int_eq(put(r, 7), RING_FULL);
 	sem_post(&s.go);
 	ring_stop(r);
 	ring_free(&r);

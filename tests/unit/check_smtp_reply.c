@@ -1,4 +1,4 @@
-/* check_smtp_reply - server replies: lines, codes, limits, splitting, EHLO, queue ids */
+/* check_smtp_reply - server replies: lines, codes, limits, splitting, EHLO, queue ids; status code labels */
 #include "config.h"
 
 #include <errno.h>
@@ -632,6 +632,51 @@ START_TEST(test_random)
 }
 END_TEST
 
+/* smtp_esc_label: the RFC 3463 codes as they are, anything else "other" */
+static const struct {
+	const char *esc, *label;
+} esc_labels[] = {
+	{"5.1.1", "5.1.1"}, {"4.7.0", "4.7.0"}, {"2.0.0", "2.0.0"}, {"2.6.0", "2.6.0"},
+	{"5.0.0", "5.0.0"}, {"4.1.8", "4.1.8"}, {"5.2.4", "5.2.4"}, {"4.3.5", "4.3.5"},
+	{"4.4.7", "4.4.7"}, {"5.5.5", "5.5.5"}, {"5.6.5", "5.6.5"}, {"5.7.7", "5.7.7"},
+	{"5.0.1", "other"}, {"5.1.9", "other"}, {"5.2.5", "other"}, {"4.3.6", "other"},
+	{"4.4.8", "other"}, {"5.5.6", "other"}, {"5.6.6", "other"}, {"5.7.8", "other"},
+	{"5.8.0", "other"}, {"3.1.1", "other"}, {"1.0.0", "other"}, {"6.0.0", "other"},
+	{"5.1.10", "other"}, {"5.10.1", "other"}, {"5.01.1", "other"}, {"5.1.1 ", "other"},
+	{"5.1", "other"}, {"5.1.", "other"}, {"5..1", "other"}, {"", "other"},
+	{"x.1.1", "other"}, {"5-1-1", "other"}, {"5.1.1\n", "other"},
+};
+
+START_TEST(test_esc_label)
+{
+	char out[SMTP_ESC_LABEL_MAX];
+
+	ck_assert_str_eq(smtp_esc_label(esc_labels[_i].esc, out), esc_labels[_i].label);
+	ck_assert_ptr_eq(smtp_esc_label(esc_labels[_i].esc, out), out);
+}
+END_TEST
+
+/* smtp_esc_label: of every code with one-digit parts, exactly the 3 x 49
+ * RFC 3463 defines keep their value; NULL is "other" */
+START_TEST(test_esc_label_bounded)
+{
+	char esc[6], out[SMTP_ESC_LABEL_MAX];
+	int kept = 0;
+
+	for (int c = 0; c <= 9; c++)
+		for (int s = 0; s <= 9; s++)
+			for (int d = 0; d <= 9; d++) {
+				snprintf(esc, sizeof(esc), "%d.%d.%d", c, s, d);
+				if (strcmp(smtp_esc_label(esc, out), esc) == 0)
+					kept++;
+				else
+					ck_assert_str_eq(out, "other");
+			}
+	ck_assert_int_eq(kept, 3 * (1 + 9 + 5 + 6 + 8 + 6 + 6 + 8));
+	ck_assert_str_eq(smtp_esc_label(NULL, out), "other");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("smtp_reply");
@@ -649,6 +694,8 @@ int main(void)
 	tcase_add_loop_test(tc, test_queue_id, 0, N_ELEMENTS(qids));
 	tcase_add_test(tc, test_queue_id_small);
 	tcase_add_loop_test(tc, test_random, 0, 50);
+	tcase_add_loop_test(tc, test_esc_label, 0, N_ELEMENTS(esc_labels));
+	tcase_add_test(tc, test_esc_label_bounded);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }
