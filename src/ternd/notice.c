@@ -26,35 +26,43 @@
 #include "textesc.h"
 #include "xalloc.h"
 
-/* notice_put - the non-delivery notification (DSN) for the recipients
- * this write bounced, kept in the queue database in the same transaction:
- * the scheduler queues it as a message (notices_send), so that neither a
- * crash nor a storage error between the two loses it */
-int notice_put(struct store_txn *txn, struct result *res)
-{
-	struct dsn_rcpt *dr;
-	struct dsn_msg dm = {0};
-	struct dsn_buf buf = {0};
-	char id[STORE_NOTICE_ID_MAX + 1], *content = NULL;
-	int flags, rc = 0, any = 0;
-	size_t n = 0, clen = 0;
-	off_t off;
-	int fd;
+/* A notification read and built before the committer's write, with
+ * what it tells, so that the write can check it still tells the truth. */
+struct notice_draft {
+	char id[STORE_NOTICE_ID_MAX + 1];
+	struct dsn_rcpt *rcpt;		/* its own copies of the strings */
+	size_t n;
+	int flags;
+	struct dsn_buf buf;
+};
 
-	for (size_t i = 0; i < res->nout && !any; i++)
-		any = res->out[i].bounced;
-	if (!any || res->msg.sender[0] == '\0')
-		return 0;	/* nothing bounced (every attempt comes here), or to <>: never */
-	dr = xcalloc(res->nout, sizeof(*dr));
-	for (size_t i = 0; i < res->nout; i++) {
-		const struct outcome *o = &res->out[i];
-		const struct q_rcpt *r = o->bounced ? relay_result_rcpt(res, o->idx) : NULL;
+/* find_rcpt - recipient idx of rcpts */
+static const struct q_rcpt *find_rcpt(const struct q_rcpt *rcpts, size_t n, uint32_t idx)
+{
+	for (size_t i = 0; i < n; i++)
+		if (rcpts[i].idx == idx)
+			return &rcpts[i];
+	return NULL;
+}
+
+/* notice_rcpts - the recipients a notification tells of: those the
+ * outcomes bounced whose NOTIFY asks for failures (or that gave none),
+ * into dr (nout entries); their count, and the notification's id */
+static size_t notice_rcpts(const struct outcome *out, size_t nout, const struct q_rcpt *rcpts,
+			   size_t nrcpts, const struct result *res, struct dsn_rcpt *dr,
+			   char id[STORE_NOTICE_ID_MAX + 1])
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < nout; i++) {
+		const struct outcome *o = &out[i];
+		const struct q_rcpt *r = o->bounced ? find_rcpt(rcpts, nrcpts, o->idx) : NULL;
 
 		if (r == NULL || (r->notify && !(r->notify & NOTIFY_FAILURE)))
 			continue;	/* not bounced now; NOTIFY=NEVER or without FAILURE */
 		if (n == 0)	/* unique: a message's recipients bounce once each */
-			snprintf(id, sizeof(id), "%s.%" PRIu64 ".%" PRIu32, res->msg.qid, res->now,
-				 r->idx);
+			snprintf(id, STORE_NOTICE_ID_MAX + 1, "%s.%" PRIu64 ".%" PRIu32, res->qid,
+				 res->now, r->idx);
 		dr[n].addr = r->addr;
 		dr[n].orcpt = r->orcpt[0] ? r->orcpt : NULL;
 		dr[n].status = o->esc[0] ? o->esc : "5.0.0";
@@ -63,16 +71,25 @@ int notice_put(struct store_txn *txn, struct result *res)
 		dr[n].last_attempt = (time_t)(res->now / 1000000);
 		n++;
 	}
-	if (n == 0) {
-		free(dr);
-		return 0;
-	}
-	/* the original, for the third part; its files go only after the commit */
-	if ((fd = spool_open_body(ternd.spool, &res->msg, &off)) >= 0) {
+	return n;
+}
+
+/* notice_build - the DSN of message m for dr: its flags (dsn_build), or -1;
+ * reads the original from the spool, for the third part */
+static int notice_build(const struct q_msg *m, const struct result *res, const char *id,
+			const struct dsn_rcpt *dr, size_t n, struct dsn_buf *buf)
+{
+	struct dsn_msg dm = {0};
+	char *content = NULL;
+	size_t clen = 0;
+	off_t off;
+	int fd, flags;
+
+	if ((fd = spool_open_body(ternd.spool, m, &off)) >= 0) {
 		/* Enough for the whole message under RET=FULL, or its header:
 		 * a larger message is returned as headers only anyway. */
-		size_t want = res->msg.size < DSN_HEADERS_MAX + DSN_FULL_MAX
-			? (size_t)res->msg.size : DSN_HEADERS_MAX + DSN_FULL_MAX;
+		size_t want = m->size < DSN_HEADERS_MAX + DSN_FULL_MAX
+			? (size_t)m->size : DSN_HEADERS_MAX + DSN_FULL_MAX;
 
 		content = xmalloc(want + 1);
 		ssize_t got = pread(fd, content, want, off);
@@ -83,26 +100,169 @@ int notice_put(struct store_txn *txn, struct result *res)
 	dm.reporting_mta = ternd.hostname;
 	dm.unique_id = id;
 	dm.now = (time_t)(res->now / 1000000);
-	dm.qid = res->msg.qid;
-	dm.sender = res->msg.sender;
-	dm.envid = res->msg.envid[0] ? res->msg.envid : NULL;
-	dm.arrival = (time_t)(res->msg.arrival_us / 1000000);
-	dm.rcpt = dr;
+	dm.qid = m->qid;
+	dm.sender = m->sender;
+	dm.envid = m->envid[0] ? m->envid : NULL;
+	dm.arrival = (time_t)(m->arrival_us / 1000000);
+	dm.rcpt = (struct dsn_rcpt *)dr;
 	dm.nrcpt = n;
-	dm.ret = (enum smtp_ret)res->msg.ret;
+	dm.ret = (enum smtp_ret)m->ret;
 	dm.content = content;
 	dm.content_len = clen;
-	if ((flags = dsn_build(&dm, &buf)) < 0)
-		log_error("%s: cannot build the delivery status notification", res->msg.qid);
-	else if ((rc = store_put_notice(txn, id, res->msg.sender, (uint8_t)flags, buf.data,
-					buf.len)) == 0)
-		res->noticed = 1;
-	dsn_buf_free(&buf);
+	flags = dsn_build(&dm, buf);
 	free(content);
+	return flags;
+}
+
+/* opt_eq - two optional strings are the same */
+static int opt_eq(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* draft_tells - the draft tells exactly of dr, under id */
+static int draft_tells(const struct notice_draft *d, const char *id, const struct dsn_rcpt *dr,
+		       size_t n)
+{
+	if (d == NULL || d->n != n || strcmp(d->id, id) != 0)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(d->rcpt[i].addr, dr[i].addr) != 0 || !opt_eq(d->rcpt[i].orcpt, dr[i].orcpt)
+		    || strcmp(d->rcpt[i].status, dr[i].status) != 0
+		    || !opt_eq(d->rcpt[i].remote_mta, dr[i].remote_mta)
+		    || !opt_eq(d->rcpt[i].diagnostic, dr[i].diagnostic)
+		    || d->rcpt[i].last_attempt != dr[i].last_attempt)
+			return 0;
+	return 1;
+}
+
+/* opt_dup - a copy of an optional string */
+static char *opt_dup(const char *s)
+{
+	return s ? xstrdup(s) : NULL;
+}
+
+/* notice_draft - before the committer's write of res: the DSN it will
+ * store if it bounces what the attempt's outcomes and the records read
+ * when the attempt began (m, rcpts) say, read and built here, in the
+ * delivery thread, so that the write transaction only stores it (LMDB:
+ * keep write transactions short). Nothing when nothing will bounce. */
+void notice_draft(struct result *res, const struct q_msg *m, const struct q_rcpt *rcpts, size_t n)
+{
+	struct outcome *out;
+	struct dsn_rcpt *dr;
+	struct notice_draft *d;
+	char id[STORE_NOTICE_ID_MAX + 1];
+	size_t k = 0;
+	int any = 0;
+
+	res->draft = NULL;
+	for (size_t i = 0; i < res->nout; i++)
+		any |= res->out[i].state == RCPT_BOUNCED || res->out[i].state == RCPT_DEFERRED;
+	if (!any || m->sender[0] == '\0')
+		return;	/* nothing can bounce, or to <>: never */
+	/* the write's decisions, on copies: it makes them again itself */
+	out = xcalloc(res->nout, sizeof(*out));
+	for (size_t i = 0; i < res->nout; i++) {
+		const struct q_rcpt *r = find_rcpt(rcpts, n, res->out[i].idx);
+		uint64_t next;
+
+		out[i] = res->out[i];
+		out[i].bounced = 0;
+		if (r == NULL || out[i].state == RCPT_WAIT
+		    || (r->state != RCPT_QUEUED && r->state != RCPT_DEFERRED))
+			continue;
+		relay_outcome_fate(res->conf, m->arrival_us, r->attempts + 1, &out[i], res->now, &next);
+	}
+	dr = xcalloc(res->nout, sizeof(*dr));
+	if ((k = notice_rcpts(out, res->nout, rcpts, n, res, dr, id)) > 0) {
+		d = xcalloc(1, sizeof(*d));
+		memcpy(d->id, id, sizeof(id));
+		if ((d->flags = notice_build(m, res, id, dr, k, &d->buf)) >= 0) {
+			d->rcpt = xcalloc(k, sizeof(*d->rcpt));
+			for (size_t i = 0; i < k; i++) {
+				d->rcpt[i] = dr[i];
+				d->rcpt[i].addr = xstrdup(dr[i].addr);
+				d->rcpt[i].orcpt = opt_dup(dr[i].orcpt);
+				d->rcpt[i].status = xstrdup(dr[i].status);
+				d->rcpt[i].remote_mta = opt_dup(dr[i].remote_mta);
+				d->rcpt[i].diagnostic = opt_dup(dr[i].diagnostic);
+			}
+			d->n = k;
+			res->draft = d;
+		} else {
+			dsn_buf_free(&d->buf);
+			free(d);	/* the write tries, and logs */
+		}
+	}
+	free(dr);
+	free(out);
+}
+
+/* notice_draft_free - forget a draft (after the write) */
+void notice_draft_free(struct notice_draft **dp)
+{
+	struct notice_draft *d = *dp;
+
+	if (d == NULL)
+		return;
+	for (size_t i = 0; i < d->n; i++) {
+		free((char *)d->rcpt[i].addr);
+		free((char *)d->rcpt[i].orcpt);
+		free((char *)d->rcpt[i].status);
+		free((char *)d->rcpt[i].remote_mta);
+		free((char *)d->rcpt[i].diagnostic);
+	}
+	free(d->rcpt);
+	dsn_buf_free(&d->buf);
+	free(d);
+	*dp = NULL;
+}
+
+/* notice_put - the non-delivery notification (DSN) for the recipients
+ * this write bounced, kept in the queue database in the same transaction:
+ * the scheduler queues it as a message (notices_send), so that neither a
+ * crash nor a storage error between the two loses it. It stores the
+ * draft built before the write when the draft tells what the write did;
+ * else (the queue changed during the attempt: a recipient held, expired
+ * or deleted by ternq) it builds the DSN here. */
+int notice_put(struct store_txn *txn, struct result *res)
+{
+	struct dsn_rcpt *dr;
+	struct dsn_buf buf = {0};
+	char id[STORE_NOTICE_ID_MAX + 1];
+	int flags, rc = 0, any = 0;
+	size_t n;
+
+	for (size_t i = 0; i < res->nout && !any; i++)
+		any = res->out[i].bounced;
+	if (!any || res->msg.sender[0] == '\0')
+		return 0;	/* nothing bounced (every attempt comes here), or to <>: never */
+	dr = xcalloc(res->nout, sizeof(*dr));
+	if ((n = notice_rcpts(res->out, res->nout, res->rcpts, res->nrcpts, res, dr, id)) == 0) {
+		free(dr);
+		return 0;
+	}
+	if (draft_tells(res->draft, id, dr, n)) {
+		flags = res->draft->flags;
+		rc = store_put_notice(txn, id, res->msg.sender, (uint8_t)flags, res->draft->buf.data,
+				      res->draft->buf.len);
+	} else {
+		log_debug("%s: the notification is built in the write: the queue changed during "
+			  "the attempt", res->qid);
+		/* the original: its files go only after the commit */
+		if ((flags = notice_build(&res->msg, res, id, dr, n, &buf)) < 0)
+			log_error("%s: cannot build the delivery status notification", res->msg.qid);
+		else
+			rc = store_put_notice(txn, id, res->msg.sender, (uint8_t)flags, buf.data,
+					      buf.len);
+		dsn_buf_free(&buf);
+	}
+	if (flags >= 0 && rc == 0)
+		res->noticed = 1;
 	free(dr);
 	return rc;
 }
-
 
 /* notice_done - the notification is queued: forget it, in the same
  * transaction as its message's records */

@@ -147,6 +147,28 @@ struct q_rcpt *relay_result_rcpt(const struct result *res, uint32_t idx)
 	return NULL;
 }
 
+/* relay_outcome_fate - what outcome o makes of a live recipient on its
+ * attempts-th attempt: o's own state, or, deferred past
+ * max_queue_lifetime, bounced (o rewritten: 4.4.7, the last reason kept);
+ * a deferred one's next attempt in *next_us. The committer's write and
+ * the DSN drafted before it (notice_draft) decide alike through this. */
+void relay_outcome_fate(const struct conf *conf, uint64_t arrival_us, uint32_t attempts,
+			struct outcome *o, uint64_t now, uint64_t *next_us)
+{
+	if (o->state == RCPT_DEFERRED && backoff_next(conf, attempts, arrival_us, now, next_us)) {
+		char last[sizeof(o->reply)];
+
+		/* expired: bounced, with the last reason */
+		o->state = RCPT_BOUNCED;
+		o->expired = 1;
+		snprintf(o->esc, sizeof(o->esc), "4.4.7");
+		snprintf(last, sizeof(last), "%s", o->reply);
+		snprintf(o->reply, sizeof(o->reply), "message expired in the queue; last reason: %.900s",
+			 last);
+	}
+	o->bounced = o->state == RCPT_BOUNCED;
+}
+
 /* apply_result - record an attempt's outcome; remove a finished message */
 static int apply_result(struct store_txn *txn, void *arg)
 {
@@ -180,24 +202,10 @@ static int apply_result(struct store_txn *txn, void *arg)
 			continue;
 		}
 		r->attempts++;
+		relay_outcome_fate(res->conf, res->msg.arrival_us, r->attempts, o, res->now, &r->next_us);
 		r->state = o->state;
 		free(r->reply);
 		r->reply = xstrdup(o->reply);
-		if (o->state == RCPT_DEFERRED
-		    && backoff_next(res->conf, r->attempts, res->msg.arrival_us, res->now, &r->next_us)) {
-			char last[sizeof(o->reply)];
-
-			/* expired: bounced, with the last reason */
-			r->state = o->state = RCPT_BOUNCED;
-			o->expired = 1;
-			snprintf(o->esc, sizeof(o->esc), "4.4.7");
-			snprintf(last, sizeof(last), "%s", o->reply);
-			snprintf(o->reply, sizeof(o->reply),
-				 "message expired in the queue; last reason: %.900s", last);
-			free(r->reply);
-			r->reply = xstrdup(o->reply);
-		}
-		o->bounced = r->state == RCPT_BOUNCED;
 		if (r->state != RCPT_DEFERRED && res->msg.nlive > 0)
 			res->msg.nlive--;
 		if ((rc = store_put_rcpt(txn, res->qid, r)) != 0
@@ -336,6 +344,9 @@ void relay_result_record(struct attempt *a, const struct conn *c, const struct c
 		metric_observe(stats.transmission, (double)(res->now - a->t0) / 1e6, rt->name);
 		peer_attempt(rt, c->peer, failed, ms < UINT32_MAX ? (uint32_t)ms : UINT32_MAX - 1);
 	}
+	/* the DSN this attempt may cause, read and built before the write:
+	 * the committer's transaction only stores it (notice.h) */
+	notice_draft(res, &a->m, a->rcpts, a->n);
 	/* apply_result loads the current records into res.msg and res.rcpts */
 	memset(&job, 0, sizeof(job));
 	job.kind = JOB_WRITE;
@@ -360,5 +371,6 @@ void relay_result_record(struct attempt *a, const struct conn *c, const struct c
 			log_info("%s: removed", a->qid);
 		}
 	}
+	notice_draft_free(&res->draft);
 }
 

@@ -24,6 +24,7 @@
 
 struct attempt;
 struct conn;
+struct notice_draft;
 struct peer_rt;
 
 /* One recipient's outcome of an attempt. */
@@ -58,6 +59,7 @@ struct result {
 	size_t nrcpts;
 	int was, after;			/* queue_state before and after */
 	int noticed;			/* a notification waits in the queue database */
+	struct notice_draft *draft;	/* the DSN, built before the write (notice.h) */
 };
 
 void set_outcome(struct outcome *o, uint32_t idx, int code, const char *esc, const char *text);
@@ -66,6 +68,8 @@ void relay_outcome_rest(struct attempt *a, int code, const char *esc, const char
 void relay_wait(struct attempt *a, uint64_t until, const char *peer);
 void relay_fail(struct conn *c, struct attempt *a, int code, const char *esc, const char *why);
 struct q_rcpt *relay_result_rcpt(const struct result *res, uint32_t idx);
+void relay_outcome_fate(const struct conf *conf, uint64_t arrival_us, uint32_t attempts,
+			struct outcome *o, uint64_t now, uint64_t *next_us);
 void relay_result_record(struct attempt *a, const struct conn *c, const struct conf *conf);
 
 #endif
