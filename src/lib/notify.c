@@ -17,6 +17,7 @@
 #include <systemd/sd-daemon.h>
 #endif
 
+#include "clock.h"
 #include "notify.h"
 
 /* notify_send - one notification (newline-separated assignments) */
@@ -50,12 +51,10 @@ void notify_ready(void)
 /* notify_reloading - a reload starts; notify_ready ends it */
 void notify_reloading(void)
 {
-	struct timespec ts;
 	char msg[64];
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
 	snprintf(msg, sizeof(msg), "RELOADING=1\nMONOTONIC_USEC=%llu",
-		 (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000);
+		 (unsigned long long)ms_now() * 1000ULL);
 	notify_send(msg);
 }
 

@@ -337,8 +337,7 @@ static void *relay_worker(void *arg)
 		if (cb.fd >= 0 && (rt->backup == NULL || cb.gen != rt->backup->gen))
 			conn_close(&cb, 1);
 		pthread_mutex_lock(&rt->lock);
-		clock_gettime(CLOCK_REALTIME, &t);
-		t.tv_sec += 1;
+		clock_deadline(&t, 1000);
 		while (rt->q.count == 0 && !relay_stopping() && !idle)
 			idle = pthread_cond_timedwait(&rt->ready, &rt->lock, &t) == ETIMEDOUT;
 		if (relay_stopping() && rt->q.count == 0) {

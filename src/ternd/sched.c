@@ -172,8 +172,7 @@ static void *sched_main(void *arg)
 		}
 		notices_send();
 		pthread_mutex_lock(&sched.lock);
-		clock_gettime(CLOCK_REALTIME, &t);
-		t.tv_sec += 1;
+		clock_deadline(&t, 1000);
 		while (!sched.kicked && !relay_stopping())
 			if (pthread_cond_timedwait(&sched.wake, &sched.lock, &t) == ETIMEDOUT)
 				break;
