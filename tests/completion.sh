@@ -56,14 +56,18 @@ tap_is "tern-milter: the options of tern-milter(8)" "$(offered tern-milter)" \
 tap_is "tern-report: the options of tern-report(1)" "$(offered tern-report)" \
 	"$(synopsis "$top/man/tern-report.1")"
 tap_is "ternq: the options of ternq(1), before and after each command" \
-	"$(offered ternq list show cat hold stats trace)" "$(synopsis "$top/man/ternq.1")"
+	"$(offered ternq list show cat hold requeue expire peers stats trace)" "$(synopsis "$top/man/ternq.1")"
 tap_is "ternq: the commands" "$(comp "ternq ")" \
-	"cat delete hold list release retry show stats trace "
+	"cat delete expire hold list peers release requeue retry show stats trace "
 tap_is "ternq -c FILE: the commands after it" "$(comp "ternq -c /etc/tern/tern.conf st")" "stats "
 tap_is "ternq list --state" "$(comp "ternq list --state ")" "deferred hold queued "
 tap_is "ternq stats --by" "$(comp "ternq stats --by ")" "domain peer "
 tap_is "ternq hold: ALL, -, --timeout and the selectors that go with ALL" "$(comp "ternq hold ")" \
 	"- --domain --older --peer --rcpt --sender --state --timeout ALL "
+tap_is "ternq expire: as hold" "$(comp "ternq expire ")" \
+	"- --domain --older --peer --rcpt --sender --state --timeout ALL "
+tap_is "ternq peers: reset and its options" "$(comp "ternq peers ")" "--json --timeout --utc reset "
+tap_is "ternq peers reset: a peer name, no guess" "$(comp "ternq peers reset ")" ""
 tap_is "tern-report --format" "$(comp "tern-report --format ")" "csv html json prom text "
 tap_is "tern-report --table" "$(comp "tern-report --table ")" \
 	"domains hourly peers queue reasons totals "

@@ -1,5 +1,8 @@
 /*
- * queue_ops - hold, release, delete and retry, as store write functions.
+ * queue_ops - hold, release, delete, retry and requeue, as store write
+ * functions. Expire is named here (ternq's command, the log's past
+ * tense) but written by ternd alone (relay_result_expire): it queues a
+ * DSN, which needs ternd's notice code; queue_op_write refuses it.
  *
  * Files are removed only after the transaction that forgot them has
  * committed (queue_op_cleanup), never before: a crash in between leaves
@@ -8,18 +11,22 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "queue_ops.h"
 #include "smtp_cmd.h"
 #include "textesc.h"
+#include "xalloc.h"
 
 /* queue_op_parse - the operation named by a ternq command */
 int queue_op_parse(const char *name, enum queue_op *op)
 {
-	static const char *const names[] = {"hold", "release", "delete", "retry"};
+	static const char *const names[] = {"hold", "release", "delete", "retry", "requeue",
+					    "expire"};
 
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 6; i++)
 		if (strcmp(name, names[i]) == 0)
 			return *op = (enum queue_op)i, 0;
 	return -1;
@@ -28,14 +35,15 @@ int queue_op_parse(const char *name, enum queue_op *op)
 /* queue_op_done - the operation in the past tense, for log lines */
 const char *queue_op_done(enum queue_op op)
 {
-	static const char *const done[] = {"held", "released", "removed", "scheduled for retry"};
+	static const char *const done[] = {"held", "released", "removed", "scheduled for retry",
+					   "requeued", "expired by admin"};
 
 	return done[op];
 }
 
-/* envelope - "from=<S>, to=<R1>, to=<R2>" of the recipients still to be
- * delivered, cut with ", ..." where it would not fit */
-static void envelope(char *out, size_t len, const struct q_msg *m, const struct q_rcpt *r, size_t n)
+/* queue_envelope - "from=<S>, to=<R1>, to=<R2>" of the recipients still
+ * to be delivered, cut with ", ..." where it would not fit */
+void queue_envelope(char *out, size_t len, const struct q_msg *m, const struct q_rcpt *r, size_t n)
 {
 	char ea[TEXTESC_SIZE(SMTP_ADDR_MAX)];
 	size_t used = (size_t)snprintf(out, len, "from=<%s>",
@@ -96,6 +104,46 @@ static int op_delete(struct store_txn *txn, struct queue_op_arg *a, const struct
 	return store_put_seg(txn, &seg);
 }
 
+/* op_requeue - route every live recipient again by the current [routes]
+ * and make it due now (postsuper -r); held mail is routed but stays
+ * parked until released. A recipient no route matches keeps its peer
+ * and its schedule (counted in unrouted, for the caller to log). */
+static int op_requeue(struct store_txn *txn, struct queue_op_arg *a, const struct q_msg *m,
+		      struct q_rcpt *rcpts, size_t n)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		struct q_rcpt *r = &rcpts[i];
+		const char *to;
+		int moved = 0;
+
+		if (r->state != RCPT_QUEUED && r->state != RCPT_DEFERRED)
+			continue;
+		if ((to = a->conf ? conf_route(a->conf, r->addr) : NULL) == NULL) {
+			a->unrouted++;
+			continue;
+		}
+		if (strcmp(to, r->peer) != 0) {
+			char *old = r->peer;
+
+			/* store_put_rcpt moves the schedule entry to the new peer */
+			r->peer = xstrdup(to);
+			free(old);
+			moved = 1;
+		}
+		if (!(m->flags & QMSG_HOLD) && r->next_us > a->now_us) {
+			r->next_us = a->now_us;
+			moved = 1;
+		}
+		if (moved) {
+			a->changed++;
+			rc = store_put_rcpt(txn, a->qid, r);
+		}
+	}
+	return rc;
+}
+
 /* queue_op_write - apply one operation to one message. A hold works on
  * a message whose records fail validation too (STORE_DAMAGED): what
  * decodes is parked as for any hold, what does not loses its schedule
@@ -112,6 +160,9 @@ int queue_op_write(struct store_txn *txn, void *arg)
 	a->own_file = 0;
 	a->seg_to_remove = 0;
 	a->changed = 0;
+	a->unrouted = 0;
+	if (a->op == QOP_EXPIRE)
+		return -1;	/* ternd's: relay_result_expire */
 	if ((rc = store_txn_get_msg(txn, a->qid, &m)) == 1)
 		return 0;
 	a->damaged = rc == STORE_DAMAGED;
@@ -126,7 +177,7 @@ int queue_op_write(struct store_txn *txn, void *arg)
 	if (a->damaged)
 		snprintf(a->envelope, sizeof(a->envelope), "(a record fails validation)");
 	else
-		envelope(a->envelope, sizeof(a->envelope), &m, rcpts, n);
+		queue_envelope(a->envelope, sizeof(a->envelope), &m, rcpts, n);
 	switch (a->op) {
 	case QOP_HOLD:
 	case QOP_RELEASE:
@@ -170,6 +221,11 @@ int queue_op_write(struct store_txn *txn, void *arg)
 			rc = store_put_rcpt(txn, a->qid, &rcpts[i]);
 		}
 		break;
+	case QOP_REQUEUE:
+		rc = op_requeue(txn, a, &m, rcpts, n);
+		break;
+	case QOP_EXPIRE:
+		break;	/* refused above */
 	}
 	a->now = a->op == QOP_DELETE || a->damaged ? QSTATE_GONE : queue_state(&m, rcpts, n);
 	q_rcpts_free(&rcpts, n);
@@ -184,4 +240,13 @@ void queue_op_cleanup(struct spool *sp, const struct queue_op_arg *a)
 		spool_own_remove(sp, a->qid);
 	if (a->seg_to_remove)
 		spool_seg_remove(sp, a->seg_to_remove);
+}
+
+/* queue_op_warn - after the commit: log what a requeue could not route */
+void queue_op_warn(const struct queue_op_arg *a)
+{
+	if (a->unrouted)
+		log_warning("%s: requeue: %zu recipient%s match no route in [routes]: %s their peer",
+			    a->qid, a->unrouted, a->unrouted == 1 ? "" : "s",
+			    a->unrouted == 1 ? "it keeps" : "they keep");
 }

@@ -1,6 +1,7 @@
 /*
  * queue_ops - the changes ternq makes to the queue (hold, release,
- * delete, retry), as store write functions. ternd runs them through its
+ * delete, retry, requeue; expire is ternd's: see relay_result.h), as
+ * store write functions. ternd runs them through its
  * committer (the only writer while it runs); ternq runs them directly
  * when ternd is stopped. One implementation for both.
  */
@@ -9,17 +10,19 @@
 
 #include <stdint.h>
 
+#include "conf.h"
 #include "queue.h"
 #include "spool.h"
 #include "store.h"
 
-enum queue_op { QOP_HOLD, QOP_RELEASE, QOP_DELETE, QOP_RETRY };
+enum queue_op { QOP_HOLD, QOP_RELEASE, QOP_DELETE, QOP_RETRY, QOP_REQUEUE, QOP_EXPIRE };
 
 struct queue_op_arg {
 	enum queue_op op;
 	char qid[QID_LEN + 1];
 	uint64_t now_us;
 	uint64_t current_seg;		/* never removed: still being appended to */
+	const struct conf *conf;	/* requeue: the [routes] to route by */
 	/* results, for the caller to act on after the commit */
 	int found;
 	int own_file;			/* delete: remove SPOOL/own/QID */
@@ -27,6 +30,7 @@ struct queue_op_arg {
 	int was, now;			/* queue_state before and after (found only) */
 	int damaged;			/* hold: a record failed validation (STORE_DAMAGED) */
 	size_t changed;			/* state or schedule changes made (0: unchanged) */
+	size_t unrouted;		/* requeue: live recipients no route matches */
 	char envelope[512];		/* "from=<S>, to=<R>, ..." for the log line */
 };
 
@@ -34,9 +38,11 @@ struct queue_op_arg {
 enum queue_state { QSTATE_GONE = -1, QSTATE_QUEUED, QSTATE_DEFERRED, QSTATE_HOLD };
 int queue_state(const struct q_msg *m, const struct q_rcpt *rcpts, size_t n);
 
+void queue_envelope(char *out, size_t len, const struct q_msg *m, const struct q_rcpt *r, size_t n);
 int queue_op_parse(const char *name, enum queue_op *op);
 const char *queue_op_done(enum queue_op op);
 int queue_op_write(struct store_txn *txn, void *arg);
+void queue_op_warn(const struct queue_op_arg *a);
 void queue_op_cleanup(struct spool *sp, const struct queue_op_arg *a);
 
 #endif

@@ -128,6 +128,20 @@ void breaker_result(struct breaker *b, const struct conf_peer *p, const char *ba
 	}
 }
 
+/* breaker_reset - close the breaker now, as the admin asks (ternq peers
+ * reset): no failures counted, a fresh window, the first cooldown again.
+ * Logs nothing: the caller says who asked. */
+void breaker_reset(struct breaker *b, const struct conf_peer *p, uint64_t now)
+{
+	(void)now;
+	b->state = BREAKER_CLOSED;
+	b->changed = 1;
+	b->failures = 0;
+	b->open_until = 0;
+	b->cooldown_ms = p->breaker_cooldown;
+	b->ring_len = 0;
+}
+
 /* bucket_take - take a token from the bucket, refilled smoothly with one
  * token per interval_us and holding at most burst; 0 when taken (or no
  * limit), else the microseconds until one is there */

@@ -49,6 +49,7 @@ void breaker_attempt(struct breaker *b, const struct conf_peer *p, const char *b
 		     uint32_t ms, uint64_t now);
 void breaker_result(struct breaker *b, const struct conf_peer *p, const char *backup, int ok,
 		    const char *why, uint64_t now);
+void breaker_reset(struct breaker *b, const struct conf_peer *p, uint64_t now);
 
 uint64_t bucket_take(struct bucket *b, long long interval_us, double burst, uint64_t now);
 double rate_burst(const struct conf_peer *p);

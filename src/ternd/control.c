@@ -1,8 +1,13 @@
 /*
  * control - the control socket ternq talks to while ternd runs.
  *
- * One line per request, one line per answer: "hold|release|delete|retry
- * QID" answers "ok", "not found" or "error: ..."; "ping" answers "ok".
+ * One line per request, one line per answer: "hold|release|delete|retry|
+ * requeue|expire QID" answers "ok", "unchanged", "not found" or
+ * "error: ..."; "ping" answers "ok"; "reset PEER" (close its breaker now)
+ * "ok" or "not found". "peers" answers one line per relayed peer,
+ * tab-separated (name, breaker state, since, open until, connections
+ * busy, idle, queued recipients, last error's time and text; times in
+ * microseconds since the epoch, 0 for none), then a line ".".
  * Queue changes go through the committer like everything else that writes.
  *
  * Who may: every connection is checked with SO_PEERCRED, whatever the
@@ -37,7 +42,10 @@
 #include "control.h"
 #include "listen.h"
 #include "log.h"
+#include "peer.h"
 #include "queue_ops.h"
+#include "relay.h"
+#include "relay_result.h"
 #include "stats.h"
 #include "ternd.h"
 #include "xalloc.h"
@@ -55,6 +63,77 @@ struct client {
 	struct ucred cred;
 };
 
+/* Each relayed peer's "peers" line, in two parts: before and after its
+ * queued count (read after, outside the peer's lock). */
+struct peer_lines {
+	struct peer_line {
+		char name[128], head[200], tail[300];
+	} *line;
+	size_t n, cap;
+};
+
+static int control_send(int fd, const char *text, long long deadline);
+
+/* peer_line - a peer's line; its error text cannot add a field or a line */
+static void peer_line(const struct peer_view *v, void *arg)
+{
+	static const char *const states[] = {"closed", "open", "half-open"};
+	struct peer_lines *pl = arg;
+	struct peer_line *l;
+
+	pl->line = xgrowarray(pl->line, &pl->cap, pl->n + 1, sizeof(*pl->line));
+	l = &pl->line[pl->n++];
+	snprintf(l->name, sizeof(l->name), "%s", v->name);
+	snprintf(l->head, sizeof(l->head), "%s\t%s\t%llu\t%llu\t%d\t%d", v->name, states[v->state],
+		 (unsigned long long)v->since, (unsigned long long)v->open_until, v->busy, v->idle);
+	snprintf(l->tail, sizeof(l->tail), "%llu\t%s", (unsigned long long)v->last_error_at,
+		 v->last_error);
+	for (char *p = strchr(l->tail, '\t') + 1; *p; p++)
+		if (*p == '\t' || *p == '\n' || *p == '\r')
+			*p = ' ';
+}
+
+/* control_peers - answer "peers": a line per relayed peer, then "." */
+static int control_peers(int fd)
+{
+	struct peer_lines pl = {0};
+	int rc = 0;
+
+	relay_peers(peer_line, &pl);
+	for (size_t i = 0; i < pl.n && rc == 0; i++) {
+		char line[600];
+
+		snprintf(line, sizeof(line), "%s\t%lld\t%s", pl.line[i].head,
+			 (long long)stats_peer_rcpts(pl.line[i].name), pl.line[i].tail);
+		rc = control_send(fd, line, ms_now() + CONTROL_DEADLINE_MS);
+	}
+	free(pl.line);
+	return rc < 0 ? rc : control_send(fd, ".", ms_now() + CONTROL_DEADLINE_MS);
+}
+
+/* control_reset - "reset PEER": close its breaker now */
+static void control_reset(const char *peer, const struct ucred *cred, char *answer, size_t len)
+{
+	if (relay_peer_reset(peer) < 0) {
+		snprintf(answer, len, "not found");
+		return;
+	}
+	log_info("peer %s: breaker closed by ternq (uid %u)", peer, (unsigned)cred->uid);
+	snprintf(answer, len, "ok");
+}
+
+/* control_expire - "expire QID": bounce it now, with a DSN */
+static void control_expire(const char *qid, const struct ucred *cred, char *answer, size_t len)
+{
+	char err[256];
+	int rc = relay_result_expire(qid, (unsigned)cred->uid, err, sizeof(err));
+
+	if (rc < 0)
+		snprintf(answer, len, "error: %s", err);
+	else
+		snprintf(answer, len, "%s", rc == 0 ? "not found" : "ok");
+}
+
 /* control_request - answer one request line of the client cred */
 static void control_request(char *line, const struct ucred *cred, char *answer, size_t len)
 {
@@ -66,15 +145,24 @@ static void control_request(char *line, const struct ucred *cred, char *answer, 
 		snprintf(answer, len, "ok");
 		return;
 	}
+	if (sscanf(line, "%15s %63s", verb, qid) == 2 && strcmp(verb, "reset") == 0) {
+		control_reset(qid, cred, answer, len);
+		return;
+	}
 	memset(&a, 0, sizeof(a));
 	if (sscanf(line, "%15s %63s", verb, qid) != 2 || queue_op_parse(verb, &a.op) < 0
 	    || strlen(qid) != QID_LEN) {
 		snprintf(answer, len, "error: bad request");
 		return;
 	}
+	if (a.op == QOP_EXPIRE) {
+		control_expire(qid, cred, answer, len);
+		return;
+	}
 	memcpy(a.qid, qid, QID_LEN + 1);
 	a.now_us = now_us();
 	a.current_seg = spool_segment_id(ternd.spool);
+	a.conf = ternd_conf();
 	memset(&job, 0, sizeof(job));
 	job.kind = JOB_WRITE;
 	job.write = queue_op_write;
@@ -91,6 +179,7 @@ static void control_request(char *line, const struct ucred *cred, char *answer, 
 	stats_queue(a.was, a.now);
 	if (a.op == QOP_DELETE)
 		ternd.queued--;
+	queue_op_warn(&a);
 	if (!a.changed) {
 		snprintf(answer, len, "unchanged");
 		return;
@@ -99,17 +188,21 @@ static void control_request(char *line, const struct ucred *cred, char *answer, 
 		log_info("%s: removed by ternq (uid %u): %s", a.qid, (unsigned)cred->uid, a.envelope);
 	else
 		log_info("%s: %s by ternq (uid %u)", a.qid, queue_op_done(a.op), (unsigned)cred->uid);
+	if (a.op != QOP_DELETE && a.op != QOP_HOLD)
+		relay_kick();	/* due now: the scheduler looks at once */
 	snprintf(answer, len, "ok");
 }
 
 /* control_send - write text and a newline by the deadline; -1 if not */
 static int control_send(int fd, const char *text, long long deadline)
 {
-	char line[512];
-	int n = snprintf(line, sizeof(line), "%s\n", text);
-	size_t len = n < 0 ? 0 : (size_t)n >= sizeof(line) ? sizeof(line) - 1 : (size_t)n, off = 0;
+	size_t len = strlen(text) + 1, off = 0;
+	char *line = xmalloc(len);
+	int rc = 0;
 
-	while (off < len) {
+	memcpy(line, text, len - 1);
+	line[len - 1] = '\n';
+	while (off < len && rc == 0) {
 		struct pollfd p = {fd, POLLOUT, 0};
 		ssize_t k = send(fd, line + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
 		long long wait;
@@ -118,14 +211,12 @@ static int control_send(int fd, const char *text, long long deadline)
 			off += (size_t)k;
 			continue;
 		}
-		if (k < 0 && errno != EAGAIN && errno != EINTR)
-			return -1;
-		if ((wait = deadline - ms_now()) <= 0)
-			return -1;
-		if (poll(&p, 1, (int)wait) < 0 && errno != EINTR)
-			return -1;
+		if ((k < 0 && errno != EAGAIN && errno != EINTR) || (wait = deadline - ms_now()) <= 0
+		    || (poll(&p, 1, (int)wait) < 0 && errno != EINTR))
+			rc = -1;
 	}
-	return 0;
+	free(line);
+	return rc;
 }
 
 /* peer_in_group - whether gid is one of the peer's supplementary groups */
@@ -188,9 +279,14 @@ static void *control_client(void *arg)
 			size_t used = (size_t)(nl - buf) + 1;
 
 			*nl = '\0';
-			control_request(buf, &c->cred, answer, sizeof(answer));
-			if (control_send(c->fd, answer, ms_now() + CONTROL_DEADLINE_MS) < 0)
-				break;
+			if (strcmp(buf, "peers") == 0) {
+				if (control_peers(c->fd) < 0)
+					break;
+			} else {
+				control_request(buf, &c->cred, answer, sizeof(answer));
+				if (control_send(c->fd, answer, ms_now() + CONTROL_DEADLINE_MS) < 0)
+					break;
+			}
 			memmove(buf, buf + used, have - used);
 			have -= used;
 			deadline = ms_now() + CONTROL_DEADLINE_MS;

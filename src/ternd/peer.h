@@ -35,11 +35,28 @@ struct peer_rt {
 	struct breaker br;		/* under lock */
 	struct peer_rt *backup;
 	struct bucket messages, connections;	/* rate limits (under lock) */
+	/* for ternq peers (under lock) */
+	enum breaker_state br_shown;	/* the breaker's state since br_since */
+	uint64_t br_since;
+	char last_error[256];		/* the last connection failure's text, or "" */
+	uint64_t last_error_at;
+	char *conn;			/* per thread slot: 0 no connection, 1 idle, 2 busy */
+};
+
+/* One peer as ternq peers shows it (relay_peers). */
+struct peer_view {
+	const char *name;
+	enum breaker_state state;
+	uint64_t since, open_until, last_error_at;
+	int busy, idle;
+	const char *last_error;
 };
 
 struct peer_rt *peer_find(const char *name);
 void peer_connected(struct peer_rt *rt, const struct conf_peer *p, int ok, const char *why);
 void peer_attempt(struct peer_rt *rt, const struct conf_peer *p, int failed, uint32_t ms);
 int relay_stopping(void);
+void relay_peers(void (*fn)(const struct peer_view *v, void *arg), void *arg);
+int relay_peer_reset(const char *name);
 
 #endif

@@ -77,6 +77,55 @@ static void peer_publish(struct peer_rt *rt)
 	if (rt->br.changed && !rt->gone)
 		metric_set(stats.breaker, rt->br.state, rt->name);
 	rt->br.changed = 0;
+	if (rt->br.state != rt->br_shown) {
+		rt->br_shown = rt->br.state;
+		rt->br_since = now_us();
+	}
+}
+
+/* relay_peers - each relayed peer as ternq peers shows it, read under
+ * its lock; fn is called with the lock held (it must not block) */
+void relay_peers(void (*fn)(const struct peer_view *v, void *arg), void *arg)
+{
+	pthread_rwlock_rdlock(&relay.peers_lock);
+	for (size_t i = 0; i < relay.npeers; i++) {
+		struct peer_rt *rt = relay.peers[i];
+		struct peer_view v = {0};
+
+		if (rt->gone)
+			continue;
+		pthread_mutex_lock(&rt->lock);
+		v.name = rt->name;
+		v.state = rt->br.state;
+		v.since = rt->br_since;
+		v.open_until = rt->br.state == BREAKER_OPEN ? rt->br.open_until : 0;
+		v.last_error = rt->last_error;
+		v.last_error_at = rt->last_error_at;
+		for (int k = 0; k < rt->nthreads; k++) {
+			v.busy += rt->alive[k] == 1 && rt->conn[k] == 2;
+			v.idle += rt->alive[k] == 1 && rt->conn[k] == 1;
+		}
+		fn(&v, arg);
+		pthread_mutex_unlock(&rt->lock);
+	}
+	pthread_rwlock_unlock(&relay.peers_lock);
+}
+
+/* relay_peer_reset - close a peer's breaker now (ternq peers reset) and
+ * look at the schedule at once; -1 when no relayed peer has that name */
+int relay_peer_reset(const char *name)
+{
+	struct peer_rt *rt = peer_find(name);
+	const struct conf_peer *p = conf_peer_find(ternd_conf(), name);
+
+	if (rt == NULL || p == NULL)
+		return -1;
+	pthread_mutex_lock(&rt->lock);
+	breaker_reset(&rt->br, p, now_us());
+	peer_publish(rt);
+	pthread_mutex_unlock(&rt->lock);
+	relay_kick();
+	return 0;
 }
 
 /* peer_allow - may we connect to this peer now (breaker_allow)? */
@@ -97,6 +146,10 @@ void peer_connected(struct peer_rt *rt, const struct conf_peer *p, int ok, const
 	pthread_mutex_lock(&rt->lock);
 	breaker_result(&rt->br, p, rt->backup ? rt->backup->name : NULL, ok, why, now_us());
 	peer_publish(rt);
+	if (!ok) {
+		snprintf(rt->last_error, sizeof(rt->last_error), "%s", why ? why : "");
+		rt->last_error_at = now_us();
+	}
 	pthread_mutex_unlock(&rt->lock);
 }
 
@@ -337,6 +390,7 @@ static void *relay_worker(void *arg)
 		if (cb.fd >= 0 && (rt->backup == NULL || cb.gen != rt->backup->gen))
 			conn_close(&cb, 1);
 		pthread_mutex_lock(&rt->lock);
+		rt->conn[wa->index] = c.fd >= 0;	/* for ternq peers: idle, or none */
 		clock_deadline(&t, 1000);
 		while (rt->q.count == 0 && !relay_stopping() && !idle)
 			idle = pthread_cond_timedwait(&rt->ready, &rt->lock, &t) == ETIMEDOUT;
@@ -364,6 +418,7 @@ static void *relay_worker(void *arg)
 			continue;
 		}
 		jobq_take(&rt->q, qid);
+		rt->conn[wa->index] = 2;	/* busy */
 		pthread_mutex_unlock(&rt->lock);
 		relay_deliver(rt, &c, &cb, qid);	/* sched_release for each job */
 		last_used = now_us();
@@ -409,6 +464,7 @@ static struct peer_rt *peer_new(const struct conf_peer *p, char *err, size_t err
 	rt->name = xstrdup(p->name);
 	rt->settings = peer_settings(p);
 	rt->br.cooldown_ms = p->breaker_cooldown;
+	rt->br_since = now_us();
 	pthread_mutex_init(&rt->lock, NULL);
 	pthread_cond_init(&rt->ready, NULL);
 	jobq_init(&rt->q);
@@ -434,8 +490,9 @@ static void peer_threads(struct peer_rt *rt, const struct conf_peer *p)
 	if (want > rt->nthreads) {
 		rt->threads = xreallocarray(rt->threads, (size_t)want, sizeof(*rt->threads));
 		rt->alive = xreallocarray(rt->alive, (size_t)want, sizeof(*rt->alive));
+		rt->conn = xreallocarray(rt->conn, (size_t)want, sizeof(*rt->conn));
 		for (int k = rt->nthreads; k < want; k++)
-			rt->alive[k] = 0;
+			rt->alive[k] = rt->conn[k] = 0;
 		rt->nthreads = want;
 	}
 	for (int k = 0; k < want; k++) {
@@ -628,6 +685,7 @@ void relay_stop(void)
 		free(rt->retired);
 		free(rt->threads);
 		free(rt->alive);
+		free(rt->conn);
 		jobq_free(&rt->q);
 		free(rt->settings);
 		free(rt->name);

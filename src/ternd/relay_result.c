@@ -319,6 +319,20 @@ static void emit_spans(const struct result *res)
 	free(sp);
 }
 
+/* result_committed - after the commit of a result: the queue gauge, the
+ * notification to queue, the files of a message that left the queue */
+static void result_committed(struct result *res)
+{
+	stats_queue(res->was, res->after);
+	if (res->noticed)
+		relay_kick();	/* the scheduler queues the notification */
+	if (res->removed) {
+		queue_op_cleanup(ternd.spool, &res->del);
+		ternd.queued--;
+		log_info("%s: removed", res->qid);
+	}
+}
+
 /* relay_result_record - hand an attempt's outcomes to the committer,
  * then log them, count them, bounce and clean up; a->to is the peer it
  * went to */
@@ -362,15 +376,115 @@ void relay_result_record(struct attempt *a, const struct conn *c, const struct c
 			emit_spans(res);
 		for (size_t i = 0; i < res->nout; i++)
 			stats_delivery(rt->name, res->out[i].state, res->out[i].esc);
-		stats_queue(res->was, res->after);
-		if (res->noticed)
-			relay_kick();	/* the scheduler queues the notification */
-		if (res->removed) {
-			queue_op_cleanup(ternd.spool, &res->del);
-			ternd.queued--;
-			log_info("%s: removed", a->qid);
-		}
+		result_committed(res);
 	}
 	notice_draft_free(&res->draft);
 }
 
+
+/* Expired by the admin (ternq expire): the admin's reason and its code,
+ * as a lifetime expiry: RFC 3463's 4.4.7 "delivery time expired", with
+ * Action: failed in the DSN, counted as expired (stats_delivery). */
+#define EXPIRE_ESC "4.4.7"
+#define EXPIRE_REPLY "expired by admin"
+
+/* An expiry: the result applied, and the envelope it had. */
+struct expiry {
+	struct result res;
+	char envelope[sizeof(((struct queue_op_arg *)0)->envelope)];
+};
+
+/* expire_write - every live recipient of the message bounces as expired
+ * by the admin, recorded as an attempt's outcomes are (apply_result:
+ * history as expired, the DSN in this transaction, the message removed) */
+static int expire_write(struct store_txn *txn, void *arg)
+{
+	struct expiry *x = arg;
+	struct result *res = &x->res;
+	struct q_msg m;
+	struct q_rcpt *r = NULL;
+	size_t n = 0;
+	int rc;
+
+	res->nout = 0;
+	if ((rc = store_txn_get_msg(txn, res->qid, &m)) != 0)
+		return rc == 1 ? 0 : rc;	/* not found: res->msg.sender stays NULL */
+	store_txn_get_rcpts(txn, res->qid, &r, &n);
+	/* the log line's envelope: the recipients that are live until now */
+	queue_envelope(x->envelope, sizeof(x->envelope), &m, r, n);
+	free(res->out);
+	res->out = xcalloc(n ? n : 1, sizeof(*res->out));
+	for (size_t i = 0; i < n; i++) {
+		if (r[i].state != RCPT_QUEUED && r[i].state != RCPT_DEFERRED)
+			continue;
+		set_outcome(&res->out[res->nout], r[i].idx, 554, EXPIRE_ESC, EXPIRE_REPLY);
+		res->out[res->nout++].expired = 1;
+	}
+	q_rcpts_free(&r, n);
+	q_msg_clear(&m);
+	return apply_result(txn, res);
+}
+
+/* relay_result_expire - expire a message now (ternq expire, asked by
+ * uid): bounce its live recipients with a DSN, log it as a lifetime
+ * expiry is logged (status=expired) after the admin's line; 1 done,
+ * 0 not in the queue, -1 with err */
+int relay_result_expire(const char *qid, unsigned uid, char *err, size_t len)
+{
+	struct expiry x;
+	struct result *res = &x.res;
+	struct job job;
+	int rc = 1;
+
+	memset(&x, 0, sizeof(x));
+	memcpy(res->qid, qid, QID_LEN + 1);
+	res->now = res->start = res->connected = res->sending = now_us();
+	res->conf = ternd_conf();
+	res->relay = "none";
+	{
+		/* the DSN, read and built before the write (notice_draft), from
+		 * what the queue says now; the write decides again */
+		struct q_msg m;
+		struct q_rcpt *r = NULL;
+		size_t n = 0;
+
+		if (store_get(ternd.store, qid, &m, &r, &n) == 0) {
+			res->out = xcalloc(n ? n : 1, sizeof(*res->out));
+			for (size_t i = 0; i < n; i++)
+				if (r[i].state == RCPT_QUEUED || r[i].state == RCPT_DEFERRED)
+					set_outcome(&res->out[res->nout++], r[i].idx, 554, EXPIRE_ESC,
+						    EXPIRE_REPLY);
+			for (size_t i = 0; i < res->nout; i++) {
+				res->out[i].expired = 1;
+				res->out[i].state = RCPT_BOUNCED;
+			}
+			notice_draft(res, &m, r, n);
+			q_rcpts_free(&r, n);
+			q_msg_clear(&m);
+		}
+	}
+	memset(&job, 0, sizeof(job));
+	job.kind = JOB_WRITE;
+	job.write = expire_write;
+	job.arg = &x;
+	if (commit_submit(&job) < 0) {
+		snprintf(err, len, "%s", job.err);
+		rc = -1;
+	} else if (res->msg.sender == NULL) {
+		rc = 0;
+	} else {
+		log_info("%s: expired by admin (uid %u): %s", qid, uid, x.envelope);
+		log_outcomes(res);
+		for (size_t i = 0; i < res->nout; i++) {
+			const struct q_rcpt *r = relay_result_rcpt(res, res->out[i].idx);
+
+			stats_delivery(r ? r->peer : "", res->out[i].state, res->out[i].esc);
+		}
+		result_committed(res);
+	}
+	notice_draft_free(&res->draft);
+	free(res->out);
+	q_msg_clear(&res->msg);
+	q_rcpts_free(&res->rcpts, res->nrcpts);
+	return rc;
+}

@@ -5,6 +5,7 @@
  * (recipient states, backoff and expiry, history, the DSN, the message's
  * removal), then the log lines, spans, metrics and breaker sample.
  * relay_fail is the one failure sink of a transaction over a connection.
+ * relay_result_expire records ternq expire the same way.
  * Never writes to a socket, and never to the store but through the
  * committer.
  */
@@ -71,5 +72,6 @@ struct q_rcpt *relay_result_rcpt(const struct result *res, uint32_t idx);
 void relay_outcome_fate(const struct conf *conf, uint64_t arrival_us, uint32_t attempts,
 			struct outcome *o, uint64_t now, uint64_t *next_us);
 void relay_result_record(struct attempt *a, const struct conn *c, const struct conf *conf);
+int relay_result_expire(const char *qid, unsigned uid, char *err, size_t len);
 
 #endif

@@ -93,18 +93,24 @@ static int count_due(uint64_t next_us, const char *qid, uint32_t idx, void *arg)
 	return 0;
 }
 
+/* stats_peer_rcpts - a peer's live recipients (its schedule entries,
+ * held ones too), as tern_queue_recipients and ternq peers show them */
+int64_t stats_peer_rcpts(const char *peer)
+{
+	int64_t n = 0;
+
+	store_foreach_due(ternd.store, peer, UINT64_MAX, count_due, &n);
+	return n;
+}
+
 /* queue_rcpts - at a scrape: each configured peer's live recipients */
 static void queue_rcpts(struct metric *m, void *arg)
 {
 	const struct conf *conf = __atomic_load_n(&ternd.conf, __ATOMIC_ACQUIRE);
 
 	(void)arg;
-	for (size_t p = 0; p < conf->npeers; p++) {
-		int64_t n = 0;
-
-		store_foreach_due(ternd.store, conf->peers[p].name, UINT64_MAX, count_due, &n);
-		metric_set(m, n, conf->peers[p].name);
-	}
+	for (size_t p = 0; p < conf->npeers; p++)
+		metric_set(m, stats_peer_rcpts(conf->peers[p].name), conf->peers[p].name);
 }
 
 /* count_one - startup: one message into tern_queue_messages */

@@ -26,5 +26,6 @@ void stats_start(const struct conf *conf);
 void stats_stop(void);
 void stats_queue(int was, int now);
 void stats_delivery(const char *peer, int state, const char *esc);
+int64_t stats_peer_rcpts(const char *peer);
 
 #endif

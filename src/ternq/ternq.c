@@ -83,7 +83,10 @@ static void __attribute__((noreturn)) usage(void)
 		"usage: ternq [-c FILE] [list] [SELECTORS] [--json] [--utc]\n"
 		"       ternq [-c FILE] show QID [--json] [--utc]\n"
 		"       ternq [-c FILE] cat QID\n"
-		"       ternq [-c FILE] hold|release|delete|retry QID... | - | ALL [SELECTORS] [--timeout DURATION]\n"
+		"       ternq [-c FILE] hold|release|delete|retry|requeue|expire QID... | - | ALL [SELECTORS]\n"
+		"             [--timeout DURATION]\n"
+		"       ternq [-c FILE] peers [--json] [--utc] [--timeout DURATION]\n"
+		"       ternq [-c FILE] peers reset PEER [--timeout DURATION]\n"
 		"       ternq [-c FILE] stats [--by domain|peer] [--json]\n"
 		"       ternq [-c FILE] trace TRACE-ID|QID|MESSAGE-ID|--rcpt ADDRESS [--json] [--utc]\n"
 		"SELECTORS: [--state queued|deferred|hold] [--peer P] [--older DURATION]\n"
@@ -410,23 +413,11 @@ static int control_connect(const struct conf *conf, long long deadline)
 	return fd;
 }
 
-/* control_ask - one request, one answer line, both within timeout_ms;
- * -1 with errno (ETIMEDOUT: no answer in time) */
-static int control_ask(int fd, const char *req, char *answer, size_t len, long long timeout_ms)
+/* control_line - read one answer line by the deadline; -1 with errno */
+static int control_line(int fd, char *answer, size_t len, long long deadline)
 {
-	long long deadline = ms_now() + timeout_ms;
-	size_t have = 0, off = 0, reqlen = strlen(req);
+	size_t have = 0;
 
-	while (off < reqlen) {
-		ssize_t k = send(fd, req + off, reqlen - off, MSG_NOSIGNAL);
-
-		if (k > 0)
-			off += (size_t)k;
-		else if (errno == EPIPE || errno == ECONNRESET)
-			break;	/* refused: ternd may have answered why, read it */
-		else if ((errno != EAGAIN && errno != EINTR) || control_wait(fd, POLLOUT, deadline) < 0)
-			return -1;
-	}
 	while (have < len - 1) {
 		ssize_t n = read(fd, answer + have, 1);
 
@@ -445,6 +436,35 @@ static int control_ask(int fd, const char *req, char *answer, size_t len, long l
 	}
 	answer[have] = '\0';
 	return 0;
+}
+
+/* control_send_req - write a request line by the deadline; -1 with errno */
+static int control_send_req(int fd, const char *req, long long deadline)
+{
+	size_t off = 0, reqlen = strlen(req);
+
+	while (off < reqlen) {
+		ssize_t k = send(fd, req + off, reqlen - off, MSG_NOSIGNAL);
+
+		if (k > 0)
+			off += (size_t)k;
+		else if (errno == EPIPE || errno == ECONNRESET)
+			break;	/* refused: ternd may have answered why, read it */
+		else if ((errno != EAGAIN && errno != EINTR) || control_wait(fd, POLLOUT, deadline) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* control_ask - one request, one answer line, both within timeout_ms;
+ * -1 with errno (ETIMEDOUT: no answer in time) */
+static int control_ask(int fd, const char *req, char *answer, size_t len, long long timeout_ms)
+{
+	long long deadline = ms_now() + timeout_ms;
+
+	if (control_send_req(fd, req, deadline) < 0)
+		return -1;
+	return control_line(fd, answer, len, deadline);
 }
 
 /* control_timed_out - say that ternd did not answer in time */
@@ -498,7 +518,7 @@ static void change_one(struct change *c, const char *qid)
 		return;
 	}
 	{
-		struct queue_op_arg a = {.op = c->op, .now_us = now_us()};
+		struct queue_op_arg a = {.op = c->op, .now_us = now_us(), .conf = c->q->conf};
 
 		memcpy(a.qid, qid, QID_LEN + 1);
 		if (store_write(c->q->store, queue_op_write, &a, err, sizeof(err)) < 0) {
@@ -508,8 +528,10 @@ static void change_one(struct change *c, const char *qid)
 			fprintf(stderr, "ternq: %s: not in the queue\n", qid);
 			c->missing = 1;
 		} else if (!a.changed) {
+			queue_op_warn(&a);
 			c->unchanged++;
 		} else {
+			queue_op_warn(&a);
 			queue_op_cleanup(c->sp, &a);
 			c->done++;
 			/* ternd is not running: the log line is ours to write */
@@ -546,7 +568,7 @@ static int collect_id(const struct q_msg *m, const struct q_rcpt *r, size_t n, v
 	return 0;
 }
 
-/* cmd_change - hold, release, delete or retry the given messages */
+/* cmd_change - hold, release, delete, retry, requeue or expire the given messages */
 static int cmd_change(struct ternq *q, const char *verb, char **ids, int nids)
 {
 	struct change c = {.q = q, .verb = verb, .fd = -1, .lock = -1};
@@ -575,6 +597,11 @@ static int cmd_change(struct ternq *q, const char *verb, char **ids, int nids)
 	if (c.fd < 0 && errno != ENOENT && errno != ECONNREFUSED) {
 		/* ternd may be running: never write behind its back. */
 		fprintf(stderr, "ternq: cannot reach ternd's control socket: %s\n", strerror(errno));
+		return EXIT_USAGE;
+	}
+	if (c.fd < 0 && c.op == QOP_EXPIRE) {
+		/* the DSN is ternd's to build and queue (its notice code) */
+		fprintf(stderr, "ternq: expire needs ternd running: it queues a notification\n");
 		return EXIT_USAGE;
 	}
 	if (c.fd < 0) {
@@ -641,6 +668,143 @@ static int cmd_change(struct ternq *q, const char *verb, char **ids, int nids)
 		fputc('\n', stderr);
 	}
 	return c.failed ? EXIT_USAGE : c.missing ? EXIT_NOTFOUND : 0;
+}
+
+/* control_open - connect to a running ternd for a request of its own
+ * (peers); -1 after saying why (ternd not running, or no answer) */
+static int control_open(const struct ternq *q, const char *what)
+{
+	int fd = control_connect(q->conf, ms_now() + q->timeout_ms);
+
+	if (fd < 0 && errno == ETIMEDOUT)
+		control_timed_out(q);
+	else if (fd < 0 && (errno == ENOENT || errno == ECONNREFUSED))
+		fprintf(stderr, "ternq: %s needs ternd running: its peers live there\n", what);
+	else if (fd < 0)
+		fprintf(stderr, "ternq: cannot reach ternd's control socket: %s\n", strerror(errno));
+	return fd;
+}
+
+/* peer_print - one peer of ternd's "peers" answer (fields split at tabs:
+ * name, breaker, since, open until, busy, idle, queued, error time, error) */
+static void peer_print(const struct ternq *q, char **f)
+{
+	char since[TIMEFMT_LEN], until[TIMEFMT_LEN], errat[TIMEFMT_LEN];
+	uint64_t t_since = strtoull(f[2], NULL, 10), t_until = strtoull(f[3], NULL, 10);
+	uint64_t t_err = strtoull(f[7], NULL, 10);
+
+	if (q->json) {
+		json_t *o = json_object();
+
+		json_object_set_new(o, "peer", jstr(f[0]));
+		json_object_set_new(o, "breaker", jstr(f[1]));
+		json_object_set_new(o, "breaker_since", json_integer((json_int_t)(t_since / 1000000)));
+		json_object_set_new(o, "breaker_since_iso", jstr(timefmt_iso(t_since, q->utc, since, sizeof(since))));
+		if (t_until) {
+			json_object_set_new(o, "open_until", json_integer((json_int_t)(t_until / 1000000)));
+			json_object_set_new(o, "open_until_iso",
+					    jstr(timefmt_iso(t_until, q->utc, until, sizeof(until))));
+		}
+		json_object_set_new(o, "connections_busy", json_integer(atoi(f[4])));
+		json_object_set_new(o, "connections_idle", json_integer(atoi(f[5])));
+		json_object_set_new(o, "queued_recipients", json_integer(atoll(f[6])));
+		if (t_err) {
+			json_object_set_new(o, "last_error", jstr(f[8]));
+			json_object_set_new(o, "last_error_time", json_integer((json_int_t)(t_err / 1000000)));
+			json_object_set_new(o, "last_error_time_iso",
+					    jstr(timefmt_iso(t_err, q->utc, errat, sizeof(errat))));
+		}
+		print_json(o);
+		return;
+	}
+	timefmt_human(t_since, q->utc, TIMEFMT_MS, since, sizeof(since));
+	textesc_line(stdout, "%-20s %-9s %-29s %4s %4s %8s  %s", f[0], f[1], since, f[4], f[5], f[6],
+		     t_err ? f[8] : "-");
+	if (t_until)
+		textesc_line(stdout, "%20s open until %s", "",
+			     timefmt_human(t_until, q->utc, TIMEFMT_MS, until, sizeof(until)));
+	if (t_err)
+		textesc_line(stdout, "%20s last error at %s", "",
+			     timefmt_human(t_err, q->utc, TIMEFMT_MS, errat, sizeof(errat)));
+}
+
+/* cmd_peers - each relayed peer of the running ternd: breaker state and
+ * since when, connections busy and idle, queued recipients, last error;
+ * or, with "reset NAME", close that peer's breaker now */
+static int cmd_peers(struct ternq *q, char **args, int nargs)
+{
+	char req[200], line[1024];
+	long long deadline = ms_now() + q->timeout_ms;
+	int fd, rc = 0, n = 0;
+
+	if (nargs != 0 && !(nargs == 2 && strcmp(args[0], "reset") == 0))
+		usage();
+	if (nargs == 2 && (q->given & OPT_JSON)) {
+		fprintf(stderr, "ternq: peers reset does not take --json\n");
+		return EXIT_USAGE;
+	}
+	if (nargs == 2 && (strlen(args[1]) > 100 || strcspn(args[1], " \t\r\n") != strlen(args[1]))) {
+		fprintf(stderr, "ternq: peers reset: no such peer name\n");
+		return EXIT_USAGE;
+	}
+	if ((fd = control_open(q, nargs ? "peers reset" : "peers")) < 0)
+		return EXIT_USAGE;
+	if (nargs == 2)
+		snprintf(req, sizeof(req), "reset %s\n", args[1]);
+	else
+		snprintf(req, sizeof(req), "peers\n");
+	if (control_send_req(fd, req, deadline) < 0 || control_line(fd, line, sizeof(line), deadline) < 0) {
+		if (errno == ETIMEDOUT)
+			control_timed_out(q);
+		else
+			fprintf(stderr, "ternq: lost the connection to ternd\n");
+		close(fd);
+		return EXIT_USAGE;
+	}
+	if (nargs == 2) {
+		close(fd);
+		if (strcmp(line, "ok") == 0) {
+			textesc_line(stderr, "ternq: peers reset: %s: breaker closed", args[1]);
+			return 0;
+		}
+		if (strcmp(line, "not found") == 0) {
+			textesc_line(stderr, "ternq: peers reset: %s: no such relayed peer", args[1]);
+			return EXIT_NOTFOUND;
+		}
+		textesc_line(stderr, "ternq: peers reset: %s", line);
+		return EXIT_USAGE;
+	}
+	if (!q->json)
+		printf("%-20s %-9s %-29s %4s %4s %8s  %s\n", "-Peer-", "-Breaker-", "-------------Since-----------",
+		       "Busy", "Idle", "Queued", "-Last error-");
+	while (strcmp(line, ".") != 0) {
+		char *f[9], *p = line;
+		int k = 0;
+
+		if (strncmp(line, "error: ", 7) == 0) {
+			textesc_line(stderr, "ternq: peers: %s", line + 7);
+			rc = EXIT_USAGE;
+			break;
+		}
+		while (k < 9 && (f[k] = strsep(&p, "\t")) != NULL)
+			k++;
+		if (k == 9) {
+			peer_print(q, f);
+			n++;
+		}
+		if (control_line(fd, line, sizeof(line), deadline) < 0) {
+			if (errno == ETIMEDOUT)
+				control_timed_out(q);
+			else
+				fprintf(stderr, "ternq: lost the connection to ternd\n");
+			rc = EXIT_USAGE;
+			break;
+		}
+	}
+	close(fd);
+	if (rc == 0 && n == 0 && !q->json)
+		printf("No relayed peers\n");
+	return rc;
 }
 
 /* print_row - one qshape line (the key is a recipient domain: escaped) */
@@ -769,6 +933,8 @@ static void check_options(const struct ternq *q, const char *cmd)
 		{"list", OPT_SELECT | OPT_JSON | OPT_UTC}, {"show", OPT_JSON | OPT_UTC}, {"cat", 0},
 		{"hold", OPT_SELECT | OPT_TIMEOUT}, {"release", OPT_SELECT | OPT_TIMEOUT},
 		{"delete", OPT_SELECT | OPT_TIMEOUT}, {"retry", OPT_SELECT | OPT_TIMEOUT},
+		{"requeue", OPT_SELECT | OPT_TIMEOUT}, {"expire", OPT_SELECT | OPT_TIMEOUT},
+		{"peers", OPT_JSON | OPT_UTC | OPT_TIMEOUT},
 		{"stats", OPT_BY | OPT_JSON}, {"trace", OPT_RCPT | OPT_JSON | OPT_UTC},
 	};
 	static const char *const names[] = {"--json", "--state", "--peer", "--older", "--by",
@@ -868,8 +1034,10 @@ int main(int argc, char **argv)
 				 q.utc);
 	else if (strcmp(cmd, "stats") == 0 && optind == argc)
 		rc = cmd_stats(&q);
+	else if (strcmp(cmd, "peers") == 0)
+		rc = cmd_peers(&q, argv + optind, argc - optind);
 	else if (!strcmp(cmd, "hold") || !strcmp(cmd, "release") || !strcmp(cmd, "delete")
-		 || !strcmp(cmd, "retry"))
+		 || !strcmp(cmd, "retry") || !strcmp(cmd, "requeue") || !strcmp(cmd, "expire"))
 		rc = cmd_change(&q, cmd, argv + optind, argc - optind);
 	else
 		usage();

@@ -269,6 +269,38 @@ START_TEST(test_bucket_limits)
 }
 END_TEST
 
+/* test_reset - ternq peers reset closes an open breaker at once: allowed
+ * again, no failures counted, the first cooldown, a fresh window; the
+ * next failures open it only after breaker_failures of them */
+START_TEST(test_reset)
+{
+	struct conf_peer p = peer(2, 30000, 150000);
+	struct breaker b;
+
+	fresh(&b, &p);
+	breaker_result(&b, &p, NULL, 0, "connection refused", T0);
+	breaker_result(&b, &p, NULL, 0, "connection refused", T0 + S);
+	breaker_attempt(&b, &p, NULL, 1, UINT32_MAX, T0 + S);
+	ck_assert_int_eq(b.state, BREAKER_OPEN);
+	ck_assert_int_eq(b.cooldown_ms, 60000);
+	ck_assert_int_eq(breaker_allow(&b, p.name, T0 + 2 * S), 0);
+	b.changed = 0;
+	breaker_reset(&b, &p, T0 + 2 * S);
+	ck_assert_int_eq(b.state, BREAKER_CLOSED);
+	ck_assert_int_eq(b.changed, 1);
+	ck_assert_int_eq(b.failures, 0);
+	ck_assert_uint_eq(b.open_until, 0);
+	ck_assert_int_eq(b.cooldown_ms, 30000);
+	ck_assert_uint_eq(b.ring_len, 0);
+	ck_assert_int_eq(breaker_allow(&b, p.name, T0 + 2 * S), 1);
+	breaker_result(&b, &p, NULL, 0, "connection refused", T0 + 3 * S);
+	ck_assert_int_eq(b.state, BREAKER_CLOSED);
+	breaker_result(&b, &p, NULL, 0, "connection refused", T0 + 4 * S);
+	ck_assert_int_eq(b.state, BREAKER_OPEN);
+	ck_assert_uint_eq(b.open_until, T0 + 34 * S);	/* the first cooldown again */
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("breaker");
@@ -282,6 +314,7 @@ int main(void)
 	tcase_add_test(tc, test_failures_sample);
 	tcase_add_test(tc, test_bucket);
 	tcase_add_test(tc, test_bucket_limits);
+	tcase_add_test(tc, test_reset);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }

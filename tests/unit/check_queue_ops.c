@@ -456,6 +456,120 @@ START_TEST(test_retry)
 }
 END_TEST
 
+/* routes - [routes] as conf_route reads them: x (both recipients' domain)
+ * to peer2, nothing else (no "*") unless star */
+static void routes(struct conf *c, struct conf_route *r, int star)
+{
+	memset(c, 0, sizeof(*c));
+	r[0].domain = (char *)"x";
+	r[0].peer = (char *)"peer2";
+	r[1].domain = (char *)"*";
+	r[1].peer = (char *)"peer0";
+	c->routes = r;
+	c->nroutes = star ? 2 : 1;
+}
+
+/* test_requeue - requeue routes every live recipient again by the
+ * current [routes] and makes it due now; the schedule entries move with
+ * the peer; final recipients, and a message already routed so and due,
+ * are unchanged; held mail is routed but stays parked */
+START_TEST(test_requeue)
+{
+	static const struct due want[] = {
+		{1000, QB, 0}, {5000, QB, 2}, {300, QA, 0}, {300, QA, 2},
+	};
+	struct conf c;
+	struct conf_route r[2];
+	struct queue_op_arg a;
+	struct q_msg m;
+	struct q_rcpt *rc;
+	size_t n;
+
+	add_msg(QA, 0, 1);
+	add_msg(QB, 0, 1);
+	routes(&c, r, 0);
+	memset(&a, 0, sizeof(a));
+	a.op = QOP_REQUEUE;
+	memcpy(a.qid, QA, QID_LEN + 1);
+	a.now_us = 300;
+	a.conf = &c;
+	ck_assert_int_eq(store_write(st, queue_op_write, &a, NULL, 0), 0);
+	ck_assert_int_eq(a.found, 1);
+	ck_assert_uint_eq(a.changed, 2);
+	ck_assert_uint_eq(a.unrouted, 0);
+	ck_assert_int_eq(a.was, QSTATE_DEFERRED);
+	ck_assert_int_eq(a.now, QSTATE_DEFERRED);
+	/* peer0's and peer1's entries of QA went to peer2, at 300; QB's stay */
+	due_expect(want, N_ELEMENTS(want));
+	ck_assert_int_eq(store_get(st, QA, &m, &rc, &n), 0);
+	for (size_t i = 0; i < n; i++) {
+		int is_live = rcpts[i].state == RCPT_QUEUED || rcpts[i].state == RCPT_DEFERRED;
+
+		ck_assert_str_eq(rc[i].peer, is_live ? "peer2" : rcpts[i].peer);
+		ck_assert_uint_eq(rc[i].next_us, is_live ? 300 : rcpts[i].next_us);
+		ck_assert_uint_eq(rc[i].attempts, rcpts[i].attempts);
+		ck_assert_uint_eq(rc[i].state, rcpts[i].state);
+	}
+	q_rcpts_free(&rc, n);
+	q_msg_clear(&m);
+	/* again: routed so and due already: unchanged */
+	a.now_us = 400;
+	ck_assert_int_eq(store_write(st, queue_op_write, &a, NULL, 0), 0);
+	ck_assert_uint_eq(a.changed, 0);
+	due_expect(want, N_ELEMENTS(want));
+	/* no route (x no longer routed, no "*"): the recipients keep their
+	 * peer and schedule, counted as unrouted */
+	c.nroutes = 0;
+	memcpy(a.qid, QB, QID_LEN + 1);
+	ck_assert_int_eq(store_write(st, queue_op_write, &a, NULL, 0), 0);
+	ck_assert_uint_eq(a.changed, 0);
+	ck_assert_uint_eq(a.unrouted, 2);
+	due_expect(want, N_ELEMENTS(want));
+	/* held: routed by "*", still parked */
+	run(QOP_HOLD, QB, 500, &a);
+	routes(&c, r, 1);
+	c.routes = &r[1];
+	c.nroutes = 1;
+	memset(&a, 0, sizeof(a));
+	a.op = QOP_REQUEUE;
+	memcpy(a.qid, QB, QID_LEN + 1);
+	a.now_us = 600;
+	a.conf = &c;
+	ck_assert_int_eq(store_write(st, queue_op_write, &a, NULL, 0), 0);
+	ck_assert_uint_eq(a.changed, 1);	/* recipient 2: peer1 to peer0 */
+	ck_assert_int_eq(a.now, QSTATE_HOLD);
+	{
+		static const struct due want2[] = {
+			{Q_NEXT_HELD, QB, 0}, {Q_NEXT_HELD, QB, 2}, {300, QA, 0}, {300, QA, 2},
+		};
+
+		due_expect(want2, N_ELEMENTS(want2));
+	}
+	/* an unknown message */
+	memcpy(a.qid, QC, QID_LEN + 1);
+	ck_assert_int_eq(store_write(st, queue_op_write, &a, NULL, 0), 0);
+	ck_assert_int_eq(a.found, 0);
+}
+END_TEST
+
+/* test_expire_refused - expire is ternd's (it queues a DSN): the store
+ * function refuses it and changes nothing */
+START_TEST(test_expire_refused)
+{
+	static const struct due want[] = {{1000, QA, 0}, {5000, QA, 2}};
+	struct queue_op_arg a;
+	char err[256] = "";
+
+	add_msg(QA, 0, 1);
+	memset(&a, 0, sizeof(a));
+	a.op = QOP_EXPIRE;
+	memcpy(a.qid, QA, QID_LEN + 1);
+	ck_assert_int_ne(store_write(st, queue_op_write, &a, err, sizeof(err)), 0);
+	ck_assert_int_eq(a.found, 0);
+	due_expect(want, N_ELEMENTS(want));
+}
+END_TEST
+
 START_TEST(test_unknown)
 {
 	static const enum queue_op ops[] = {QOP_HOLD, QOP_RELEASE, QOP_DELETE, QOP_RETRY};
@@ -491,6 +605,8 @@ static const struct {
 	{"release", 0, QOP_RELEASE},
 	{"delete", 0, QOP_DELETE},
 	{"retry", 0, QOP_RETRY},
+	{"requeue", 0, QOP_REQUEUE},
+	{"expire", 0, QOP_EXPIRE},
 	{"", -1, 0},
 	{"Hold", -1, 0},
 	{"HOLD", -1, 0},
@@ -499,8 +615,17 @@ static const struct {
 	{"hol", -1, 0},
 	{"del", -1, 0},
 	{"flush", -1, 0},
-	{"requeue", -1, 0},
+	{"Requeue", -1, 0},
+	{"expired", -1, 0},
 };
+
+START_TEST(test_done)
+{
+	ck_assert_str_eq(queue_op_done(QOP_REQUEUE), "requeued");
+	ck_assert_str_eq(queue_op_done(QOP_EXPIRE), "expired by admin");
+	ck_assert_str_eq(queue_op_done(QOP_DELETE), "removed");
+}
+END_TEST
 
 START_TEST(test_parse)
 {
@@ -601,6 +726,9 @@ int main(void)
 	tcase_add_test(tc, test_delete_no_segment_record);
 	tcase_add_test(tc, test_retry);
 	tcase_add_test(tc, test_unknown);
+	tcase_add_test(tc, test_requeue);
+	tcase_add_test(tc, test_expire_refused);
+	tcase_add_test(tc, test_done);
 	tcase_add_test(tc, test_hold_damaged);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
