@@ -3,7 +3,8 @@
 # it: a domain with no route gets 451 4.4.4 at RCPT (warned about once a
 # minute, counted in tern_unroutable_total), and is delivered once a
 # reload adds the route; a route to a peer without a host accepts and
-# queues; a non-delivery notification with no route waits in the queue
+# queues, as does a route to a peer whose TLS context a reload could not
+# build; a non-delivery notification with no route waits in the queue
 # until a reload brings one; ternd -n and the start-up log name the
 # unroutable domains.
 set -u
@@ -96,9 +97,16 @@ tap_is "bounce: the notification is in the queue" \
 # --- the routes added: the client's retry is delivered, the notification too -------
 n=$(nlog ': configuration reloaded from ')
 sed -i '/^\[peer /,$d' "$TERND_CONF"
-peers "b.example = pa" "nodsn.example = pa" >>"$TERND_CONF"
+{
+	peers "b.example = pa" "nodsn.example = pa" "t.example = badtls"
+	# a new peer whose TLS context cannot be built (its CA file is missing)
+	printf '%s\n' "[peer badtls]" "host = [127.0.0.1]" "port = ${sink_port[a]}" "tls = verify" \
+		"tls_ca_file = $top/no-such-ca.pem" "min_idle = 0"
+} >>"$TERND_CONF"
 kill -HUP "$TERND_PID"
 wait_until 10 _atleast $((n + 1)) ': configuration reloaded from '
+tap_check "reload: the new peer without a TLS context is not added" \
+	wait_until 5 _atleast 1 'peer badtls: not added: \[peer badtls\] tls_ca_file .*: cannot open: '
 qb=$(send b6 s@example.org u1@b.example)
 tap_like "route added: the retry is accepted" "$qb" '^[0-9A-Z]{13}$'
 tap_check "route added: and delivered" \
@@ -108,6 +116,14 @@ tap_check "route added: the notification is routed again and delivered" \
 tap_is "route added: sink a has both" "$(files "$top/a")" 2
 tap_is "still one no-route warning at RCPT" \
 	"$(nlog 'warning: no \[routes\] entry matches domain ')" 1
-tap_is "only the parked message is left" "$(ternq_ list --json | wc -l)" 1
+
+# --- a peer whose TLS context the reload could not build: accepted, it waits ---------
+qt=$(send t1 s@example.org u@t.example)
+tap_like "no TLS context: accepted" "$qt" '^[0-9A-Z]{13}$'
+tap_check "no TLS context: warned about, with the recipients waiting" wait_until 10 _atleast 1 \
+	'warning: peer badtls has no TLS context \(see the reload that added it\): 1 recipient wait in the queue$'
+tap_is "no TLS context: counted" "$(metric tls_context)" 1
+tap_is "no TLS context: still queued, not bounced" "$(rcpt_json "$qt" state)" queued
+tap_is "only the two waiting messages are left" "$(ternq_ list --json | wc -l)" 2
 ternd_stop_checked
 tap_done
