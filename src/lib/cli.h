@@ -19,6 +19,7 @@ struct cli {
 	int verbose;
 	int print_defaults;
 	int print_settings;
+	int check_routes;		/* -n also reports unroutable domains (ternd) */
 };
 
 void cli_init(struct cli *cli);

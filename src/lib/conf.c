@@ -655,6 +655,39 @@ const char *conf_tls_name(enum conf_tls tls)
 	return tls_names[tls];
 }
 
+/* conf_route_check - what the [routes] and [peer] sections leave
+ * unroutable, one sentence per finding to fn (ternd -n, ternd's start and
+ * reload); the number of findings. A route naming an undefined peer never
+ * gets here: conf_load refuses it. */
+size_t conf_route_check(const struct conf *c, void (*fn)(const char *msg, void *arg), void *arg)
+{
+	char msg[512];
+	size_t n = 0;
+	int star = 0;
+
+	for (size_t i = 0; i < c->nroutes; i++)
+		star |= strcmp(c->routes[i].domain, "*") == 0;
+	if (c->nroutes == 0) {
+		fn("no [routes]: every recipient is deferred with 451 4.4.4", arg);
+		n++;
+	} else if (!star) {
+		fn("no default route (*): recipients in other domains are deferred with 451 4.4.4",
+		   arg);
+		n++;
+	}
+	for (size_t i = 0; i < c->nroutes; i++) {
+		const struct conf_peer *p = find_peer(c, c->routes[i].peer);
+
+		if (p == NULL || p->host[0] != '\0')
+			continue;
+		snprintf(msg, sizeof(msg), "route %s: peer %s has no host: its mail is accepted "
+			 "and stays queued", c->routes[i].domain, p->name);
+		fn(msg, arg);
+		n++;
+	}
+	return n;
+}
+
 /* conf_route - the peer for a recipient address by [routes]: the exact
  * domain, else the longest ".suffix", else "*"; NULL if none */
 const char *conf_route(const struct conf *c, const char *addr)

@@ -115,6 +115,8 @@ const char *conf_hostname(const struct conf *conf);
 const struct conf_peer *conf_peer_find(const struct conf *conf, const char *name);
 const char *conf_tls_name(enum conf_tls tls);
 const char *conf_route(const struct conf *conf, const char *addr);
+size_t conf_route_check(const struct conf *conf, void (*fn)(const char *msg, void *arg),
+			void *arg);
 const char *conf_action_name(enum conf_action action);
 
 #endif

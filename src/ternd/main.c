@@ -109,6 +109,14 @@ static void write_pid(void)
 		log_warning("cannot write the pid file: %s", strerror(errno));
 }
 
+/* route_warning - a conf_route_check finding, in the log (at start and
+ * after a reload) */
+static void route_warning(const char *msg, void *arg)
+{
+	(void)arg;
+	log_warning("%s", msg);
+}
+
 /* reload - SIGHUP: new routes, limits and peers; listeners need a
  * restart. 0, or -1 when the running configuration stays */
 static int reload(const char *path)
@@ -132,6 +140,7 @@ static int reload(const char *path)
 	relay_reload(conf);
 	metrics_std_reloaded(1);
 	log_info("configuration reloaded from %s", path);
+	conf_route_check(conf, route_warning, NULL);
 	return 0;
 }
 
@@ -202,6 +211,7 @@ int main(int argc, char **argv)
 	closefrom(3);	/* what the caller left open is not ours: ternd(8) */
 	log_init(argv[0], "ternd");
 	cli_init(&cli);
+	cli.check_routes = 1;	/* -n: and the unroutable domains */
 	while ((ch = getopt_long(argc, argv, CLI_COMMON_OPTS "Vh", longopts, NULL)) != -1) {
 		if (cli_option(&cli, ch, optarg))
 			continue;
@@ -219,8 +229,7 @@ int main(int argc, char **argv)
 	if (g->log_file[0] && log_file_open(g->log_file, err, sizeof(err)) < 0)
 		log_fatal("%s", err);
 	ternd.hostname = conf_hostname(ternd.conf);
-	if (ternd.conf->nroutes == 0)
-		log_warning("no [routes]: every recipient will be refused with 550 5.4.4");
+	conf_route_check(ternd.conf, route_warning, NULL);
 
 	/* As root: relay peers' TLS contexts, client keys, AUTH passwords,
 	 * the trace key. */

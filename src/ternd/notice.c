@@ -2,8 +2,11 @@
  * notice - non-delivery notifications (see notice.h). A DSN goes to the
  * envelope sender, never to the null sender, and only for recipients
  * whose NOTIFY asks for failures (or that gave none). A notification
- * that no route takes, or that is damaged, is logged and dropped; after
- * a storage error the scheduler waits min_backoff before trying again.
+ * that is damaged is logged and dropped; one that no route takes is
+ * queued all the same, for the peer NOTICE_UNROUTED that no [peer] can
+ * be named, so that the scheduler routes it again (sched.c) when a
+ * reload brings a route, and it waits till then; after a storage error
+ * the scheduler waits min_backoff before trying again.
  */
 #include "config.h"
 
@@ -271,9 +274,13 @@ static int notice_done(struct store_txn *txn, void *arg)
 	return store_del_notice(txn, arg);
 }
 
+/* A peer name no [peer] section can have (conf.c: letters, digits, '-',
+ * '_', '.'): a notification without a route waits on it. */
+#define NOTICE_UNROUTED "(unrouted)"
+
 /* notice_enqueue - queue a notification from <> to rcpt, routed like any
- * mail, and forget it as a notice in the same transaction; 0, 1 when
- * no route matches rcpt, -1 on a storage error */
+ * mail (with no route, for NOTICE_UNROUTED: it waits for one), and forget
+ * it as a notice in the same transaction; 0, or -1 on a storage error */
 static int notice_enqueue(const struct conf *conf, const char *id, const char *rcpt,
 			  const char *body, size_t len, int smtputf8, char qid[QID_LEN + 1])
 {
@@ -287,9 +294,9 @@ static int notice_enqueue(const struct conf *conf, const char *id, const char *r
 	if (peer == NULL) {
 		char ea[TEXTESC_SIZE(SMTP_PATH_MAX)];
 
-		log_warning("%.*s: no route for the notification to <%s>: not sent", QID_LEN, id,
-			    textesc(ea, sizeof(ea), rcpt, TEXTESC_ADDR));
-		return 1;
+		log_warning("%.*s: no route for the notification to <%s>: it is queued and waits "
+			    "for a route", QID_LEN, id, textesc(ea, sizeof(ea), rcpt, TEXTESC_ADDR));
+		peer = NOTICE_UNROUTED;
 	}
 	qid_next(&ternd.qids, now_us(), m.qid);
 	m.arrival_us = now_us();
@@ -391,8 +398,6 @@ void notices_send(void)
 		if (rc == 0)
 			log_info("%.*s: sender non-delivery notification: %s", QID_LEN, ids.id[i],
 				 dqid);
-		else if (rc == 1)
-			notice_forget(ids.id[i]);	/* no route */
 		else {
 			not_before = now_us() + (uint64_t)conf->ternd.min_backoff * 1000;
 			break;

@@ -5,12 +5,17 @@
  * of the schedule index, which stops at the first message the peer's
  * full job queue cannot take, so that one slow peer's backlog never
  * holds up another's; what does not fit waits in LMDB for the next scan.
- * A peer without a host is passed over unread; its mail stays queued.
+ * A peer without a host is passed over unread (but for a count once a
+ * minute, for its warning); its mail stays queued, deferred, never
+ * bounced, as does mail for a peer no longer configured that no route
+ * takes.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -20,12 +25,14 @@
 #include "log.h"
 #include "notice.h"
 #include "queue_ops.h"
+#include "ratelimit.h"
 #include "relay.h"
 #include "sched.h"
 #include "smtp_cmd.h"
 #include "stats.h"
 #include "ternd.h"
 #include "textesc.h"
+#include "unroutable.h"
 #include "xalloc.h"
 
 static struct {
@@ -96,17 +103,53 @@ static int sched_reroute_due(uint64_t next_us, const char *qid, uint32_t idx, vo
 	return rr->n == REROUTE_MAX || relay_stopping();
 }
 
+/* sched_count_due - one more recipient */
+static int sched_count_due(uint64_t next_us, const char *qid, uint32_t idx, void *arg)
+{
+	(void)next_us;
+	(void)qid;
+	(void)idx;
+	(*(uint64_t *)arg)++;
+	return 0;
+}
+
+/* sched_parked - a configured peer that is not relayed (no host, or a
+ * TLS context the reload that added it could not build): its mail waits,
+ * deferred, never bounced; the log says so once a minute, with how many
+ * recipients wait */
+static void sched_parked(const struct conf_peer *p)
+{
+	int nohost = p->host[0] == '\0';
+	char cause[RATELIMIT_KEY_MAX];
+	uint64_t held, n = 0;
+
+	snprintf(cause, sizeof(cause), "%s:%s", nohost ? "no_host" : "tls_context", p->name);
+	if (!unroutable_due(cause, &held))
+		return;
+	store_foreach_due(ternd.store, p->name, UINT64_MAX, sched_count_due, &n);
+	if (nohost)
+		unroutable_log(0, "peer %s has no host: %" PRIu64 " recipient%s wait in the queue",
+			       p->name, n, n == 1 ? "" : "s");
+	else
+		unroutable_log(0, "peer %s has no TLS context (see the reload that added it): %"
+			       PRIu64 " recipient%s wait in the queue", p->name, n, n == 1 ? "" : "s");
+}
+
 /* sched_peer - one peer in the schedule: offer a relayed peer's due
- * mail; pass over a peer without a host, whose mail stays queued,
- * without reading it; collect the mail of a peer no longer configured */
+ * mail; pass over a configured peer that is not relayed (no host), whose
+ * mail stays queued, without reading it but once a minute (sched_parked);
+ * collect the mail of a peer no longer configured */
 static int sched_peer(const char *peer, void *arg)
 {
 	struct peer_rt *p = peer_find(peer);
+	const struct conf_peer *cp;
 	struct reroutes *rr = arg;
 
 	if (p)
 		store_foreach_due(ternd.store, peer, now_us(), sched_offer_due, p);
-	else if (conf_peer_find(ternd_conf(), peer) == NULL && rr->n < REROUTE_MAX)
+	else if ((cp = conf_peer_find(ternd_conf(), peer)) != NULL)
+		sched_parked(cp);
+	else if (rr->n < REROUTE_MAX)
 		store_foreach_due(ternd.store, peer, now_us(), sched_reroute_due, rr);
 	return relay_stopping();
 }
@@ -141,8 +184,10 @@ static int sched_reroute_write(struct store_txn *txn, void *arg)
 			free(r->peer);
 			r->peer = xstrdup(to);
 		} else {
-			log_warning("%s: to=<%s>: peer %s is no longer configured and no route "
-				    "matches: it waits", qid, ea, r->peer);
+			/* deferred, never bounced: a route added by a reload takes it */
+			unroutable_count(UNROUTABLE_NO_ROUTE, 1);
+			unroutable_warn("reroute", "%s: to=<%s>: peer %s is no longer configured and "
+					"no route matches: it waits", qid, ea, r->peer);
 			r->next_us = now_us() + (uint64_t)conf->ternd.min_backoff * 1000;
 		}
 		rc = store_put_rcpt(txn, qid, r);

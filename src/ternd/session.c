@@ -34,6 +34,7 @@
 #include "deadline.h"
 #include "hdr_scan.h"
 #include "log.h"
+#include "peer.h"
 #include "session.h"
 #include "stats.h"
 #include "smtp_cmd.h"
@@ -41,6 +42,7 @@
 #include "ternd.h"
 #include "textesc.h"
 #include "traceparent.h"
+#include "unroutable.h"
 #include "xalloc.h"
 
 #define IN_SIZE 16384
@@ -343,6 +345,38 @@ static int has_8bit(const char *p)
 	return 0;
 }
 
+/*
+ * rcpt_route - the peer for a recipient by [routes], or NULL. A missing
+ * route is a configuration mistake, not the mail's: the recipient is
+ * deferred (451 4.4.4, RFC 3463's "unable to route"), as Postfix defers
+ * mail whose transport is missing, never bounced. A peer without a host,
+ * or whose TLS context a reload could not build, takes the recipient,
+ * which waits in the queue (the scheduler warns about it). Each of the
+ * three is counted in tern_unroutable_total; no route is also warned
+ * about, once a minute.
+ */
+static const char *rcpt_route(const struct conf *conf, const char *addr)
+{
+	const char *peer = conf_route(conf, addr);
+	const struct conf_peer *p;
+
+	if (peer == NULL) {
+		const char *at = strrchr(addr, '@');
+		char ed[TEXTESC_SIZE(SMTP_PATH_MAX)];
+
+		unroutable_count(UNROUTABLE_NO_ROUTE, 1);
+		unroutable_warn("no_route", "no [routes] entry matches domain %s: its recipients "
+				"are deferred with 451 4.4.4 (add a route or a * route)",
+				textesc(ed, sizeof(ed), at ? at + 1 : addr, TEXTESC_ADDR));
+		return NULL;
+	}
+	if ((p = conf_peer_find(conf, peer)) != NULL && p->host[0] == '\0')
+		unroutable_count(UNROUTABLE_NO_HOST, 1);
+	else if (p != NULL && peer_find(peer) == NULL)
+		unroutable_count(UNROUTABLE_TLS_CONTEXT, 1);
+	return peer;
+}
+
 /* do_rcpt - RCPT TO: add a recipient with its route */
 static void do_rcpt(struct session *s, const struct smtp_cmd *cmd)
 {
@@ -365,9 +399,9 @@ static void do_rcpt(struct session *s, const struct smtp_cmd *cmd)
 		error_reply(s, "553 5.6.7 Error: this address needs MAIL FROM ... SMTPUTF8");
 		return;
 	}
-	if ((peer = conf_route(s->conf, cmd->addr)) == NULL) {
-		reply(s, "550 5.4.4 <%s>: Recipient address rejected: no route to this domain",
-		      cmd->addr);
+	if ((peer = rcpt_route(s->conf, cmd->addr)) == NULL) {
+		reply(s, "451 4.4.4 <%s>: Recipient address rejected: no [routes] entry matches "
+		      "this domain", cmd->addr);
 		return;
 	}
 	s->rcpts = xgrowarray(s->rcpts, &s->rcpt_cap, s->nrcpts + 1, sizeof(*s->rcpts));

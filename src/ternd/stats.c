@@ -27,6 +27,7 @@
 #include "queue_ops.h"
 #include "stats.h"
 #include "ternd.h"
+#include "unroutable.h"
 
 struct stats stats;
 
@@ -194,6 +195,7 @@ void stats_init(const struct conf *conf)
 	stats.spans_dropped = metric_new(METRIC_COUNTER, "tern_spans_dropped_total",
 					 "Span lines not written to otlp_spans_file (the writer "
 					 "could not keep up, or a write failed).", NULL, NULL, 0);
+	unroutable_init();
 	stats.conns_opened = metric_new(METRIC_COUNTER, "tern_connections_opened_total",
 					"Connections opened to the peer (greeting, EHLO and TLS done).",
 					"peer", NULL, 0);

@@ -154,6 +154,9 @@ tap_is "a code's series appears with its first attempt" \
 ternd_is 'tern_queue_recipients{peer="parked"}' 1
 ternd_is 'tern_queue_recipients{peer="plain"}' 0
 ternd_is 'tern_spans_dropped_total' 0
+ternd_is 'tern_unroutable_total{reason="no_host"}' 1	# the parked recipient
+ternd_is 'tern_unroutable_total{reason="no_route"}' 0
+ternd_is 'tern_unroutable_total{reason="tls_context"}' 0
 
 # std_checks NAME FILE - the standard series of a daemon's scrape
 std_checks() {
