@@ -51,16 +51,24 @@ struct opts {
 	int utc;
 };
 
-/* usage - print usage and exit 2 */
-static void __attribute__((noreturn)) usage(void)
+/* usage - print usage and exit with status: 0 (--help) on the standard
+ * output, else on the standard error */
+static void __attribute__((noreturn)) usage_exit(int status)
 {
-	fprintf(stderr,
+	fprintf(status ? stderr : stdout,
 		"usage: tern-report [-c FILE] [--since DURATION|today|yesterday|TIME | --from TIME --to TIME]\n"
 		"                   [--utc]\n"
 		"                   [--format text|json|csv|html|prom] [--output FILE] [--top N]\n"
 		"                   [--table totals|hourly|peers|domains|reasons|queue|senders|sizes|milter]\n"
-		"                   [--quiet] [--merge FILE...]\n");
-	exit(EXIT_USAGE);
+		"                   [--quiet] [--merge FILE...]\n"
+		"       tern-report -h | --help | -V | --version\n");
+	exit(status);
+}
+
+/* usage - print usage on the standard error and exit 2 */
+static void __attribute__((noreturn)) usage(void)
+{
+	usage_exit(EXIT_USAGE);
 }
 
 /* die - a message and an exit status */
@@ -306,7 +314,7 @@ int main(int argc, char **argv)
 		{"table", required_argument, NULL, 't'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"merge", no_argument, NULL, 'm'},
-		{"help", no_argument, NULL, 'h'},
+		CLI_LONG_OPTS,
 		{NULL, 0, NULL, 0},
 	};
 	static const char *const formats[] = {"text", "json", "csv", "html", "prom"};
@@ -322,7 +330,7 @@ int main(int argc, char **argv)
 			continue;
 		if (ch == 'V')
 			cli_version();
-		usage();
+		usage_exit(ch == 'h' ? 0 : EXIT_USAGE);
 	}
 	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++)
 		ok |= strcmp(o.format, formats[i]) == 0;

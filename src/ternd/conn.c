@@ -257,13 +257,47 @@ ssize_t conn_send_body(struct conn *c, int fd, off_t offset, size_t len, int dot
 	return (ssize_t)len;
 }
 
-/* tcp_connect - a connected non-blocking socket to host:port, or -1 */
+/* addr_text - an address as text (no port) */
+static void addr_text(const struct addrinfo *a, char *buf, size_t len)
+{
+	if (a->ai_family == AF_INET6)
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)(void *)a->ai_addr)->sin6_addr, buf, len);
+	else
+		inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)a->ai_addr)->sin_addr, buf, len);
+}
+
+/* connect_addr - one address connected by the deadline: the socket, or -1
+ * with the cause in *err (ETIMEDOUT when the deadline passed) */
+static int connect_addr(const struct addrinfo *a, long long deadline, int *err)
+{
+	int fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	socklen_t elen = sizeof(*err);
+
+	if (fd < 0) {
+		*err = errno;
+		return -1;
+	}
+	if (connect(fd, a->ai_addr, a->ai_addrlen) < 0 && errno != EINPROGRESS)
+		*err = errno;
+	else if (deadline_wait(fd, POLLOUT, deadline) < 0)
+		*err = ETIMEDOUT;
+	else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, err, &elen) < 0)
+		*err = errno;
+	if (*err == 0)
+		return fd;
+	close(fd);
+	return -1;
+}
+
+/* tcp_connect - a connected non-blocking socket to host:port, or -1 with
+ * the cause as Postfix words it: the name service's answer, or the last
+ * address's connect error */
 static int tcp_connect(struct conn *c, const char *host, int port, long long deadline)
 {
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai, *a;
-	char name[256], portstr[16];
+	char name[256], portstr[16], addr[sizeof(c->addr)] = "", ebuf[128];
 	size_t len = strlen(host);
-	int fd = -1, one = 1;
+	int fd = -1, one = 1, err = 0, rc;
 
 	if (host[0] == '[' && len > 2 && host[len - 1] == ']') {
 		snprintf(name, sizeof(name), "%.*s", (int)(len - 2), host + 1);
@@ -273,33 +307,22 @@ static int tcp_connect(struct conn *c, const char *host, int port, long long dea
 	}
 	snprintf(portstr, sizeof(portstr), "%d", port);
 	/* DNS in this thread: it blocks only this connection. */
-	if (getaddrinfo(name, portstr, &hints, &ai) != 0)
-		return conn_fail(c, 1, "host or domain name not found: %s", name);
+	if ((rc = getaddrinfo(name, portstr, &hints, &ai)) != 0) {
+		snprintf(c->esc, sizeof(c->esc), rc == EAI_AGAIN ? "4.4.3" : "4.4.4");
+		return conn_fail(c, 1, "Host or domain name not found. Name service error for name=%s type=A: %s",
+				 name, rc == EAI_NONAME || rc == EAI_NODATA ? "Host not found"
+				 : rc == EAI_AGAIN ? "Host not found, try again" : gai_strerror(rc));
+	}
 	for (a = ai; a && fd < 0; a = a->ai_next) {
-		int e;
-		socklen_t elen = sizeof(e);
-
-		fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			continue;
-		if ((connect(fd, a->ai_addr, a->ai_addrlen) < 0 && errno != EINPROGRESS)
-		    || deadline_wait(fd, POLLOUT, deadline) < 0
-		    || getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &elen) < 0 || e != 0) {
-			close(fd);
-			fd = -1;
-			continue;
-		}
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		if (a->ai_family == AF_INET6)
-			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)(void *)a->ai_addr)->sin6_addr,
-				  c->addr, sizeof(c->addr));
-		else
-			inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)a->ai_addr)->sin_addr,
-				  c->addr, sizeof(c->addr));
+		addr_text(a, addr, sizeof(addr));
+		fd = connect_addr(a, deadline, &err);
 	}
 	freeaddrinfo(ai);
 	if (fd < 0)
-		return conn_fail(c, 1, "connect to %s port %d: connection refused or timed out", name, port);
+		return conn_fail(c, 1, "connect to %s[%s]:%d: %s", name, addr, port,
+				 strerror_r(err, ebuf, sizeof(ebuf)));
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	snprintf(c->addr, sizeof(c->addr), "%s", addr);
 	snprintf(c->host, sizeof(c->host), "%s", name);
 	c->port = port;
 	return fd;
@@ -323,12 +346,36 @@ static int ehlo(struct conn *c, const char *helo, long long timeout)
 	return 0;
 }
 
+/* tls_cause - why a handshake stopped: the alert the server sent, the
+ * library's reason, the socket's error, a timeout or the server's close;
+ * the thread's OpenSSL error queue is left empty */
+static const char *tls_cause(int sslerr, int sys, long long deadline, char *buf, size_t len)
+{
+	unsigned long e = ERR_get_error();
+	int reason = ERR_GET_REASON(e);
+
+	ERR_clear_error();
+	if (e != 0 && ERR_GET_LIB(e) == ERR_LIB_SSL && reason > SSL_AD_REASON_OFFSET
+	    && reason < SSL_AD_REASON_OFFSET + 256) {
+		snprintf(buf, len, "alert received: %s", SSL_alert_desc_string_long(reason - SSL_AD_REASON_OFFSET));
+		return buf;
+	}
+	if (e != 0 && ERR_reason_error_string(e))
+		return ERR_reason_error_string(e);
+	if (sslerr == SSL_ERROR_WANT_READ || sslerr == SSL_ERROR_WANT_WRITE)
+		return deadline_passed(deadline) ? "timed out" : "poll failed";
+	if (sslerr == SSL_ERROR_SYSCALL && sys != 0)
+		return strerror_r(sys, buf, len);
+	return "lost connection";
+}
+
 /* handshake - TLS on the connected socket, with the peer's verification */
 static int handshake(struct conn *c, SSL_CTX *ctx, long long timeout)
 {
 	const struct conf_peer *p = c->peer;
 	const char *name = p->tls_servername[0] ? p->tls_servername : c->host;
 	long long deadline, started;
+	char buf[160];
 	long verify;
 
 	if ((c->ssl = SSL_new(ctx)) == NULL || !SSL_set_fd(c->ssl, c->fd))
@@ -339,24 +386,29 @@ static int handshake(struct conn *c, SSL_CTX *ctx, long long timeout)
 		return conn_fail(c, 1, "cannot set the TLS host name to verify");
 	deadline = deadline_after(timeout);
 	started = ms_now();
+	ERR_clear_error();
 	for (;;) {
-		int rc = SSL_connect(c->ssl);
+		int rc = SSL_connect(c->ssl), err, sys;
 
 		if (rc == 1)
 			break;
-		if (ssl_wait(c, rc, deadline) < 0) {
-			unsigned long e = ERR_get_error();
-
-			verify = SSL_get_verify_result(c->ssl);
-			SSL_free(c->ssl);
-			c->ssl = NULL;
-			metric_add(stats.tls_handshakes, 1, p->name, "failed", "no");
-			if (verify != X509_V_OK)
-				return conn_fail(c, 1, "TLS certificate of %s[%s] does not verify for %s: %s",
-						 c->host, c->addr, name, X509_verify_cert_error_string(verify));
-			return conn_fail(c, 1, "TLS handshake with %s[%s] failed: %s", c->host, c->addr,
-					 e ? ERR_reason_error_string(e) : "timeout or connection closed");
+		sys = errno;
+		err = SSL_get_error(c->ssl, rc);
+		if ((err == SSL_ERROR_WANT_READ && deadline_wait(c->fd, POLLIN, deadline) == 0)
+		    || (err == SSL_ERROR_WANT_WRITE && deadline_wait(c->fd, POLLOUT, deadline) == 0))
+			continue;
+		/* under tls = encrypt the result was never enforced: not the cause */
+		verify = SSL_get_verify_result(c->ssl);
+		SSL_free(c->ssl);
+		c->ssl = NULL;
+		metric_add(stats.tls_handshakes, 1, p->name, "failed", "no");
+		if (p->tls == TLS_VERIFY && verify != X509_V_OK) {
+			ERR_clear_error();
+			return conn_fail(c, 1, "TLS certificate of %s[%s]:%d does not verify for %s: %s",
+					 c->host, c->addr, c->port, name, X509_verify_cert_error_string(verify));
 		}
+		return conn_fail(c, 1, "TLS handshake with %s[%s]:%d failed: %s", c->host, c->addr, c->port,
+				 tls_cause(err, sys, deadline, buf, sizeof(buf)));
 	}
 	c->tls_resumed = SSL_session_reused(c->ssl);
 	metric_add(stats.tls_handshakes, 1, p->name, "ok", c->tls_resumed ? "yes" : "no");

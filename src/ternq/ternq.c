@@ -76,10 +76,11 @@ struct ternq {
 	unsigned long long total_msgs;
 };
 
-/* usage - print usage and exit 2 */
-static void __attribute__((noreturn)) usage(void)
+/* usage - print usage and exit with status: 0 (--help) on the standard
+ * output, else on the standard error */
+static void __attribute__((noreturn)) usage_exit(int status)
 {
-	fprintf(stderr,
+	fprintf(status ? stderr : stdout,
 		"usage: ternq [-c FILE] [list] [SELECTORS] [--json] [--utc]\n"
 		"       ternq [-c FILE] show QID [--json] [--utc]\n"
 		"       ternq [-c FILE] cat QID\n"
@@ -90,8 +91,15 @@ static void __attribute__((noreturn)) usage(void)
 		"       ternq [-c FILE] stats [--by domain|peer] [--json]\n"
 		"       ternq [-c FILE] trace TRACE-ID|QID|MESSAGE-ID|--rcpt ADDRESS [--json] [--utc]\n"
 		"SELECTORS: [--state queued|deferred|hold] [--peer P] [--older DURATION]\n"
-		"           [--sender ADDRESS] [--rcpt ADDRESS] [--domain DOMAIN]\n");
-	exit(EXIT_USAGE);
+		"           [--sender ADDRESS] [--rcpt ADDRESS] [--domain DOMAIN]\n"
+		"       ternq -h | --help | -V | --version\n");
+	exit(status);
+}
+
+/* usage - print usage on the standard error and exit 2 */
+static void __attribute__((noreturn)) usage(void)
+{
+	usage_exit(EXIT_USAGE);
 }
 
 /* open_store - the queue database, read-only or for writing */
@@ -970,7 +978,7 @@ int main(int argc, char **argv)
 		{"domain", required_argument, NULL, 'd'},
 		{"timeout", required_argument, NULL, 't'},
 		{"utc", no_argument, NULL, 'u'},
-		{"help", no_argument, NULL, 'h'},
+		CLI_LONG_OPTS,
 		{NULL, 0, NULL, 0},
 	};
 	struct ternq q = {0};
@@ -990,7 +998,7 @@ int main(int argc, char **argv)
 			continue;
 		if (ch == 'V')
 			cli_version();
-		usage();
+		usage_exit(ch == 'h' ? 0 : EXIT_USAGE);
 	}
 	if (sodium_init() < 0)
 		return EXIT_USAGE;
@@ -1015,9 +1023,13 @@ int main(int argc, char **argv)
 		argc = 1;
 	}
 	optind = 0;
-	while ((ch = getopt_long(argc, argv, "js:p:o:b:r:S:d:t:", longopts, NULL)) != -1)
-		if (!ternq_option(&q, ch, optarg))
-			usage();
+	while ((ch = getopt_long(argc, argv, "js:p:o:b:r:S:d:t:Vh", longopts, NULL)) != -1) {
+		if (ternq_option(&q, ch, optarg))
+			continue;
+		if (ch == 'V')
+			cli_version();
+		usage_exit(ch == 'h' ? 0 : EXIT_USAGE);
+	}
 	if ((q.state && strcmp(q.state, "queued") && strcmp(q.state, "deferred") && strcmp(q.state, "hold"))
 	    || (strcmp(q.by, "domain") && strcmp(q.by, "peer")))
 		usage();

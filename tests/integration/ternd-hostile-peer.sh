@@ -149,7 +149,7 @@ deferred() {
 lost="127.0.0.1[127.0.0.1]"
 timedout="conversation timed out with $lost while receiving the reply"
 declare -A want=(
-	[refused]="none 4.4.1 connect to 127.0.0.1 port $refused_port: connection refused or timed out"
+	[refused]="none 4.4.1 connect to $lost:$refused_port: Connection refused"
 	[resetdata]="peer 4.4.2 lost connection with $lost while sending the message"
 	[stallgreeting]="none 4.4.1 $timedout"
 	[stallehlo]="none 4.4.1 $timedout"
@@ -165,8 +165,8 @@ declare -A want=(
 	[r421dot]="peer 4.3.2 421 4.3.2 hostile: dot"
 	[endless]="none 4.4.1 protocol error from $lost: too many lines in reply"
 	[hugeline]="peer 4.4.2 protocol error from $lost: reply line too long"
-	[tlsgarbenc]="none 4.4.1 TLS handshake with $lost failed: wrong version number"
-	[tlsgarbver]="none 4.4.1 TLS handshake with $lost failed: wrong version number"
+	[tlsgarbenc]="none 4.4.1 TLS handshake with $lost:${port[tlsgarbenc]} failed: wrong version number"
+	[tlsgarbver]="none 4.4.1 TLS handshake with $lost:${port[tlsgarbver]} failed: wrong version number"
 	[notlsenc]="none 4.4.1 TLS is required (tls = encrypt) but $lost does not offer STARTTLS"
 	[notlsver]="none 4.4.1 TLS is required (tls = verify) but $lost does not offer STARTTLS"
 )

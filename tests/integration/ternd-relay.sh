@@ -321,7 +321,7 @@ tap_like "2: the DSN returns the original's headers" "$(cat "$f")" \
 tap_is "2: ... and not its body" "$(grep -c '^hard 1 body$' "$f")" 0
 
 # (the same connection as the bounce above: max_connections = 1, idle_timeout 60s)
-nqid=$(send hard2 '' carol@hard.test --header "Subject: hard 2")
+nqid=$(send hard2 '<>' carol@hard.test --header "Subject: hard 2")	# swaks: '<>' is the null sender
 tap_like "2: a message from <> is queued" "$nqid" "^$q\$"
 wait_until 10 _atleast 1 ": $nqid: removed$"
 tap_is "2: <>: logged bounced by the sink's RCPT reply" \
@@ -334,7 +334,8 @@ tap_is "2: NOTIFY=NEVER: bounced" "$(nlog ": $vqid: to=<dan@hard\\.test>, .*stat
 tap_is "2: NOTIFY=NEVER: no notification is queued" "$(nlog ": $vqid: sender non-delivery")" 0
 sleep 1
 tap_is "2: dsnsink still has one message" "$(files "$top/dsn")" 1
-tap_is "2: only one from=<> (the DSN) in the log" "$(nlog ": $q: from=<>, ")" 1
+tap_is "2: only one from=<> (the DSN) in the log, besides the message from <>" \
+	"$(grep -E ": $q: from=<>, " "$TERND_LOG" | grep -vc ": $nqid: ")" 1
 
 # --- 3. 4xx: deferred with the reply, retried after min_backoff ------------------------
 
@@ -405,10 +406,10 @@ before=$(pf_count 'postfix/smtpd\[[0-9]+\]: [0-9A-Za-z]+: client=')
 wqid=$(send wrong1 judy@example.org kim@wrongname.test --header "Subject: wrong name")
 wait_until 10 _atleast 1 ": $wqid: to=<kim@wrongname\\.test>, .*status=deferred "
 tap_is "5: tls_servername = wrong.test: deferred, the certificate does not verify" \
-	"$(nlog ": $wqid: to=<kim@wrongname\\.test>, relay=none, $d, dsn=4\\.4\\.1, status=deferred \\(TLS certificate of 127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\] does not verify for wrong\\.test: hostname mismatch\\), tls=none$")" 1
+	"$(nlog ": $wqid: to=<kim@wrongname\\.test>, relay=none, $d, dsn=4\\.4\\.1, status=deferred \\(TLS certificate of 127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\]:[0-9]+ does not verify for wrong\\.test: hostname mismatch\\), tls=none$")" 1
 tap_like "5: ternq: the recipient stays deferred with that reason" \
 	"$(rcpt_json "$wqid" state) $(rcpt_json "$wqid" delay_reason)" \
-	'^deferred TLS certificate of 127\.0\.0\.1\[127\.0\.0\.1\] does not verify for wrong\.test: hostname mismatch$'
+	'^deferred TLS certificate of 127\.0\.0\.1\[127\.0\.0\.1\]:[0-9]+ does not verify for wrong\.test: hostname mismatch$'
 sleep 1
 tap_is "5: Postfix received nothing more" "$(pf_count 'postfix/smtpd\[[0-9]+\]: [0-9A-Za-z]+: client=')" "$before"
 tap_is "5: ... and no MAIL from ternd reached it" "$(pf_count 'judy@example\.org')" 0
@@ -476,10 +477,10 @@ xqid=$(send expire1 paul@example.org quinn@down.test --header "Subject: expire 1
 wait_until 15 _atleast 1 ": $xqid: removed$"
 tap_like "8: deferred while the peer is down" \
 	"$(grep -E ": $xqid: to=<quinn@down\.test>, " "$TERND_LOG" | head -1)" \
-	"relay=none, $d, dsn=4\\.4\\.1, status=deferred \\(connect to 127\\.0\\.0\\.1 port $down_port: connection refused or timed out\\), tls=none$"
+	"relay=none, $d, dsn=4\\.4\\.1, status=deferred \\(connect to 127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\]:$down_port: Connection refused\\), tls=none$"
 tap_like "8: the attempt at the end of the lifetime bounces the recipient with 4.4.7" \
 	"$(grep -E ": $xqid: to=<quinn@down\.test>, " "$TERND_LOG" | tail -1)" \
-	"relay=none, $d, dsn=4\\.4\\.7, status=expired \\(message expired in the queue; last reason: connect to 127\\.0\\.0\\.1 port $down_port: connection refused or timed out\\), tls=none$"
+	"relay=none, $d, dsn=4\\.4\\.7, status=expired \\(message expired in the queue; last reason: connect to 127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\]:$down_port: Connection refused\\), tls=none$"
 xdsn=$(sed -nE "s/^.*: $xqid: sender non-delivery notification: ($q)\$/\\1/p" "$TERND_LOG")
 tap_like "8: a non-delivery notification is queued for the expired recipient" "$xdsn" "^$q\$"
 [ -n "$xdsn" ] && wait_until 10 _atleast 1 ": $xdsn: removed$"
@@ -514,7 +515,7 @@ tap_check "12: the measured send rate is 50/s within 10% ($rate/s)" \
 bqid=$(send breaker1 b@example.org one@flaky.test --header "Subject: breaker 1")
 wait_until 20 _atleast 1 ": $bqid: removed$"
 tap_is "11: two connection failures open the breaker (breaker_failures = 2)" \
-	"$(nlog ': warning: peer flaky: circuit breaker open for 3s after 2 failures \(connect to 127\.0\.0\.1 port [0-9]+: connection refused or timed out\); its mail goes to backupsink$')" 1
+	"$(nlog ': warning: peer flaky: circuit breaker open for 3s after 2 failures \(connect to 127\.0\.0\.1\[127\.0\.0\.1\]:[0-9]+: Connection refused\); its mail goes to backupsink$')" 1
 tap_like "11: while it is open, the mail goes to the backup peer" \
 	"$(grep -E ": $bqid: to=<one@flaky\.test>, " "$TERND_LOG" | tail -1)" \
 	"relay=127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\]:${sink_port[backup]}, $d, dsn=2\\.0\\.0, status=sent .*, tls=none$"
