@@ -10,6 +10,7 @@ packages="
 	postfix miltertest swaks openssl stunnel4 python3 procps iproute2
 	libmicrohttpd-dev libsystemd-dev curl prometheus
 	pflogsumm
+	libfuse3-dev fuse3
 	sasl2-bin libsasl2-modules
 	libxml2-utils strace chromium
 	dpkg-dev debhelper lintian jq logrotate

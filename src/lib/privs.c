@@ -29,6 +29,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "dir_sync.h"
 #include "privs.h"
 
 /* privs_lookup - uid and primary gid of user */
@@ -334,6 +335,13 @@ int privs_own_queue_dir(const char *dir, uid_t uid, gid_t gid, int admin, gid_t 
 	int rc = privs_own_dir(dir, uid, admin ? admin_gid : gid, admin ? 02750 : 0700, 0, what,
 			       sizeof(what));
 
+	/* Its name, just made or made by a run the power cut short, durable
+	 * before anything in it is promised. */
+	if (rc >= 0 && dir_sync_parent(dir) < 0) {
+		snprintf(err, errlen, "%s: cannot fsync the directory holding it: %s", dir,
+			 strerror(errno));
+		return -1;
+	}
 	if (rc == 1)
 		snprintf(err, errlen, "%s (%s)", what, admin
 			 ? "admin_group reads the queue: if an older release made what is "

@@ -3,7 +3,8 @@
  *
  * Paths: SPOOL_DIR/seg/<16 hex digits> for segments, SPOOL_DIR/own/<QID>
  * for messages with a file of their own. Directories are fsynced after a
- * file is created in them, before the message that needs it is committed.
+ * file is created in them, before the message that needs it is committed,
+ * and their parents after they are made.
  * Never reads or writes message bytes through stdio.
  */
 #include "config.h"
@@ -20,6 +21,7 @@
 
 #include <sodium.h>
 
+#include "dir_sync.h"
 #include "spool.h"
 #include "xalloc.h"
 
@@ -42,6 +44,12 @@ static int open_dir(const char *path, char *err, size_t errlen)
 
 	if (mkdir(path, 0750) < 0 && errno != EEXIST) {
 		snprintf(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+		return -1;
+	}
+	/* made now or by a run a power cut cut short: its name durable first */
+	if (dir_sync_parent(path) < 0) {
+		snprintf(err, errlen, "%s: cannot fsync the directory holding it: %s", path,
+			 strerror(errno));
 		return -1;
 	}
 	if ((fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)

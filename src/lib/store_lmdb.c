@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "dir_sync.h"
 #include "store_priv.h"
 #include "xalloc.h"
 
@@ -82,6 +83,15 @@ int store_env_create(MDB_env **env, const char *dir, int readonly, unsigned maxd
 		snprintf(err, errlen, "%s: cannot open %s: %s", dir, what, mdb_strerror(rc));
 		if (*env)
 			mdb_env_close(*env);
+		*env = NULL;
+		return -1;
+	}
+	/* LMDB syncs data.mdb but never the directory it made it in, nor is
+	 * dir itself durable once made: both before the first commit counts. */
+	if (!readonly && (dir_sync_parent(dir) < 0 || dir_sync(dir) < 0)) {
+		snprintf(err, errlen, "%s: cannot fsync %s's directory: %s", dir, what,
+			 strerror(errno));
+		mdb_env_close(*env);
 		*env = NULL;
 		return -1;
 	}

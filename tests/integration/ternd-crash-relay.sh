@@ -52,26 +52,16 @@ kill -TERM "$b1" "$b2" 2>/dev/null
 wait "$b1" "$b2" 2>/dev/null
 tap_is "ternd came back after each of $rounds kills" "$started" "$rounds"
 
-# _drained - the queue is empty
-_drained() {
-	[ "$(ternq_ list --json | wc -l)" -eq 0 ]
-}
-tap_check "the queue drains to the peer" wait_until 180 _drained
+tap_check "the queue drains to the peer" wait_until 180 ternd_drained
 ternd_stop
 
-sort -u "$top/acked" | grep '^[0-9A-Z]\{13\}$' >"$top/acked.ids"
-acked=$(wc -l <"$top/acked.ids")
-tap_like "clients got acknowledgements across $rounds kills ($acked)" "$acked" '^[1-9][0-9]*$'
-# The queue id of each dumped message, from ternd's Received: header.
-find "$dumps" -type f -exec grep -ho 'by ternd\.test (tern) with ESMTP id [0-9A-Z]\{13\}' {} + |
-	awk '{ print $NF }' | sort >"$top/delivered.all"
-sort -u "$top/delivered.all" >"$top/delivered.ids"
-missing=$(comm -23 "$top/acked.ids" "$top/delivered.ids" | wc -l)
-tap_is "every acknowledged message reached the peer" "$missing" 0
-dups=$(($(wc -l <"$top/delivered.all") - $(wc -l <"$top/delivered.ids")))
+ternd_relay_outcome "$top/acked" "$dumps" "$top/ids"
+tap_like "clients got acknowledgements across $rounds kills ($ACKED)" "$ACKED" '^[1-9][0-9]*$'
+tap_is "every acknowledged message reached the peer" "$LOST" 0
+dups=$DUPS
 # At a kill, a message can be sent again if its outcome was not committed:
 # at most one in flight per connection, plus one pipelined behind it.
-tap_diag "$dups duplicate deliveries over $rounds kills ($(wc -l <"$top/delivered.ids") messages)"
+tap_diag "$dups duplicate deliveries over $rounds kills ($DELIVERED messages)"
 tap_check "duplicates ($dups) within what is in flight at the kills ($((rounds * conns * 2)))" \
 	test "$dups" -le $((rounds * conns * 2))
 tap_is "no spool file is left" "$(cd "$TERND_DIR/spool" && ls seg own | grep -c '^[0-9A-Z]')" 0

@@ -15,6 +15,9 @@
 # its text (the [peer NAME] sections and the [routes] section, lines
 # separated by newlines) is written there instead.
 #
+# TERND_DISK, when set, holds the state and spool directories instead of
+# DIR (the power-cut test puts them on its simulated disk).
+#
 # TERND_BIN and TERNQ_BIN, when set before sourcing, name the programs to
 # run (the install test runs the installed ones); default: the build's.
 # ternd_use_bin PATH makes later starts run PATH (a benchmark comparing
@@ -34,8 +37,8 @@ ternd_setup() {
 	TERND_CONF=$TERND_DIR/tern.conf
 	TERND_LOG=$TERND_DIR/ternd.log
 	{
-		printf '%s\n' "[global]" "hostname = ternd.test" "state_dir = $TERND_DIR/state" \
-			"spool_dir = $TERND_DIR/spool" "run_dir = $TERND_DIR/run" "[ternd]" \
+		printf '%s\n' "[global]" "hostname = ternd.test" "state_dir = ${TERND_DISK:-$TERND_DIR}/state" \
+			"spool_dir = ${TERND_DISK:-$TERND_DIR}/spool" "run_dir = $TERND_DIR/run" "[ternd]" \
 			"lmtp_listen = unix:$TERND_LMTP" "smtp_listen = inet:127.0.0.1:$TERND_PORT"
 		printf '%s\n' "$@"
 		if [ -n "${TERND_PEERS:-}" ]; then
@@ -99,6 +102,29 @@ ternd_restart() {
 # ternq_ - the built ternq with the test configuration
 ternq_() {
 	"$_ternq_bin" -c "$TERND_CONF" "$@"
+}
+
+# ternd_drained - the queue is empty
+ternd_drained() {
+	[ "$(ternq_ list --json | wc -l)" -eq 0 ]
+}
+
+# ternd_relay_outcome ACKED DUMPS OUT - compare the queue ids a client
+# recorded as acknowledged (file ACKED) with those of the messages an
+# smtp-sink dumped to DUMPS (ternd's Received: names them). Writes
+# OUT.acked, OUT.delivered (sorted, unique), OUT.all (every delivery) and
+# OUT.lost; sets ACKED,
+# DELIVERED, LOST (counts) and DUPS (deliveries beyond the first).
+ternd_relay_outcome() {
+	sort -u "$1" | grep '^[0-9A-Z]\{13\}$' >"$3.acked"
+	find "$2" -type f -exec grep -ho 'by ternd\.test (tern) with ESMTP id [0-9A-Z]\{13\}' {} + |
+		awk '{ print $NF }' | sort >"$3.all"
+	sort -u "$3.all" >"$3.delivered"
+	comm -23 "$3.acked" "$3.delivered" >"$3.lost"
+	ACKED=$(wc -l <"$3.acked")
+	DELIVERED=$(wc -l <"$3.delivered")
+	LOST=$(wc -l <"$3.lost")
+	DUPS=$(($(wc -l <"$3.all") - DELIVERED))
 }
 
 # ternd_sanitizer_clean - no sanitizer report in the log

@@ -1,0 +1,128 @@
+#!/bin/bash
+# power-cut.sh - cut the power under ternd while it receives and relays;
+# every acknowledged message reaches the peer at least once.
+#
+# ternd's state_dir and spool_dir live on tests/fault/cutfs, a FUSE file
+# system that at a cut keeps only what was made durable (file data by
+# fsync/fdatasync, names by an fsync of their directory). kill -9 alone
+# keeps the page cache, so a missing fsync of a directory never shows
+# there; here it loses the file.
+#
+# smtp-blast sends (DATA and BDAT, segment-sized and own-file bodies) and
+# records the queue id of every message ternd acknowledged; ternd relays at
+# the same time to an smtp-sink that dumps each transaction. CUTS times (50
+# by default, under a minute here), at a random moment: the disk is cut and ternd killed with SIGKILL at once,
+# the file system is unmounted and mounted again ("power on"), ternd
+# restarted. Then the queue must drain; every acknowledged id must be in a
+# dump (ternd's Received: names it); the queue database opens (ternq list)
+# after every cut; no recovery found a damaged body or a record failing
+# validation. Duplicates are counted. CUTFS_TORN=1 makes the cuts torn (a
+# random subset of what was pending survives).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../lib/tap.sh"
+. "$here/../lib/ternd.sh"
+. "$here/../lib/relay.sh"
+build=${top_builddir:-$here/../..}
+blast=$build/bench/smtp-blast
+cutfs=$build/tests/fault/cutfs
+cuts=${CUTS:-50}
+conns=4
+
+[ "$(id -u)" -eq 0 ] || tap_skip_all "must run as root (ternd drops privileges; FUSE allow_other)"
+[ -x "$cutfs" ] || tap_skip_all "tests/fault/cutfs not built (configure found no fuse3: install libfuse3-dev fuse3)"
+command -v fusermount3 >/dev/null || tap_skip_all "fusermount3 not installed (Debian package fuse3)"
+[ -c /dev/fuse ] || modprobe fuse 2>/dev/null
+[ -c /dev/fuse ] || tap_skip_all "no /dev/fuse (the kernel has no FUSE)"
+command -v smtp-sink >/dev/null || tap_skip_all "smtp-sink not installed"
+[ -x "$blast" ] || tap_skip_all "bench/smtp-blast not built"
+
+top=$(tap_tmpdir)
+disk=$top/disk
+mnt=$top/mnt
+mkdir -p "$disk" "$mnt" && chmod 0755 "$disk" "$mnt"
+torn=
+[ "${CUTFS_TORN:-0}" = 1 ] && torn=--torn
+cutfs_pid=
+
+# mount_disk - mount cutfs over the backing directory, wait for it
+mount_disk() {
+	"$cutfs" $torn "--seed=$RANDOM" "$disk" "$mnt" -f -o allow_other,default_permissions \
+		2>>"$top/cutfs.log" &
+	cutfs_pid=$!
+	tap_bg_register "$cutfs_pid"
+	wait_until 10 mountpoint -q "$mnt"
+}
+
+# _cut_done N - the cutfs log has more than N cut lines
+_cut_done() {
+	[ "$(grep -c '^cutfs: cut: ' "$top/cutfs.log")" -gt "$1" ]
+}
+
+# power_cut - cut the disk and kill ternd at once, unmount
+power_cut() {
+	local n
+	n=$(grep -c '^cutfs: cut: ' "$top/cutfs.log")
+	kill -USR1 "$cutfs_pid"
+	kill -KILL "$TERND_PID" 2>/dev/null
+	wait "$TERND_PID" 2>/dev/null
+	wait_until 10 _cut_done "$n" || return 1
+	fusermount3 -u "$mnt" || fusermount3 -u -z "$mnt" || return 1
+	wait "$cutfs_pid" 2>/dev/null
+	return 0
+}
+
+tap_on_exit "kill -KILL \$(cat '$top/ternd.pid' 2>/dev/null) 2>/dev/null; sleep 0.2; fusermount3 -u -z '$mnt'"
+: >"$top/cutfs.log"
+mount_disk || tap_skip_all "cutfs did not mount: $(tail -1 "$top/cutfs.log")"
+
+dumps=$top/dumps
+sport=$(free_port)
+sink sink "$sport" "$dumps"
+
+TERND_DISK=$mnt
+TERND_PEERS=$(printf '%s\n' "[peer sink]" "host = [127.0.0.1]" "port = $sport" "tls = none" \
+	"min_idle = 1" "max_connections = $conns" "[routes]" "* = sink")
+ternd_setup "$top/t" "large_message_threshold = 16KB" "min_backoff = 1s" "max_backoff = 2s" || exit 1
+echo "$TERND_PID" >"$top/ternd.pid"
+
+"$blast" -c 3 -n 1000000 -s 10240 -o "$top/acked" "127.0.0.1:$TERND_PORT" >"$top/blast1.log" 2>&1 &
+b1=$!
+"$blast" -B -c 1 -n 1000000 -s 20480 -o "$top/acked" "127.0.0.1:$TERND_PORT" >"$top/blast2.log" 2>&1 &
+b2=$!
+tap_bg_register "$b1" "$b2"
+
+started=0 opened=0 start=$SECONDS
+for cut in $(seq "$cuts"); do
+	sleep "0.$((RANDOM % 9 + 1))"
+	power_cut || { tap_diag "cut $cut: the disk did not cut or unmount"; break; }
+	mount_disk || { tap_diag "cut $cut: cutfs did not mount again"; break; }
+	ternd_start || { tap_diag "cut $cut: ternd did not start"; break; }
+	echo "$TERND_PID" >"$top/ternd.pid"
+	started=$((started + 1))
+	ternq_ list >/dev/null 2>>"$top/ternq.err" && opened=$((opened + 1))
+done
+kill -TERM "$b1" "$b2" 2>/dev/null
+wait "$b1" "$b2" 2>/dev/null
+tap_is "ternd came back after each of $cuts power cuts" "$started" "$cuts"
+tap_is "the queue database opened after each cut (ternq list)" "$opened" "$cuts"
+
+tap_check "the queue drains to the peer" wait_until 180 ternd_drained
+ternd_stop
+
+ternd_relay_outcome "$top/acked" "$dumps" "$top/ids"
+tap_like "clients got acknowledgements across $cuts cuts ($ACKED)" "$ACKED" '^[1-9][0-9]*$'
+tap_is "every acknowledged message reached the peer (lost: $(head -c 200 "$top/ids.lost" | tr '\n' ' '))" \
+	"$LOST" 0
+dups=$DUPS
+tap_diag "$cuts cuts in $((SECONDS - start)) s: $ACKED acknowledged, $DELIVERED delivered," \
+	"$LOST lost, $dups duplicate deliveries"
+tap_check "duplicates ($dups) within what is in flight at the cuts ($((cuts * conns * 2)))" \
+	test "$dups" -le $((cuts * conns * 2))
+tap_is "no spool file is left" "$(cd "$mnt/spool" && ls seg own | grep -c '^[0-9A-Z]')" 0
+tap_is "recovery found no damaged body" \
+	"$(grep -c 'recovery: checked .*, [1-9][0-9]* damaged' "$TERND_LOG")" 0
+tap_is "no record failed validation, no recovery failed" \
+	"$(grep -c 'fails validation\|recovery failed\|is damaged' "$TERND_LOG")" 0
+tap_check "no sanitizer reports" ternd_sanitizer_clean
+tap_done
