@@ -172,8 +172,7 @@ void notice_draft(struct result *res, const struct q_msg *m, const struct q_rcpt
 
 		out[i] = res->out[i];
 		out[i].bounced = 0;
-		if (r == NULL || out[i].state == RCPT_WAIT
-		    || (r->state != RCPT_QUEUED && r->state != RCPT_DEFERRED))
+		if (r == NULL || (r->state != RCPT_QUEUED && r->state != RCPT_DEFERRED))
 			continue;
 		relay_outcome_fate(res->conf, m->arrival_us, r->attempts + 1, &out[i], res->now, &next);
 	}

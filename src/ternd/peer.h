@@ -1,7 +1,8 @@
 /*
  * peer.h - a relayed peer's runtime state, as the delivery modules share
  * it: relay.c makes, reloads and frees it and runs its delivery threads;
- * sched.c queues its jobs; relay_result.c feeds its breaker. Every field
+ * sched.c queues its jobs as its breaker allows; relay_result.c feeds
+ * its breaker. Every field
  * marked "under lock" is read and written only with lock held. Never
  * freed before relay_stop, so a pointer from peer_find stays valid.
  */
@@ -53,8 +54,12 @@ struct peer_view {
 };
 
 struct peer_rt *peer_find(const char *name);
-void peer_connected(struct peer_rt *rt, const struct conf_peer *p, int ok, const char *why);
-void peer_attempt(struct peer_rt *rt, const struct conf_peer *p, int failed, uint32_t ms);
+enum breaker_offer peer_due(struct peer_rt *rt, uint64_t now);
+void peer_connected(struct peer_rt *rt, const struct conf_peer *p, struct breaker_pass *pass, int ok,
+		    const char *why);
+void peer_attempt(struct peer_rt *rt, const struct conf_peer *p, struct breaker_pass *pass, int failed,
+		  uint32_t ms);
+void peer_cancel(struct peer_rt *rt, struct breaker_pass *pass);
 int relay_stopping(void);
 void relay_peers(void (*fn)(const struct peer_view *v, void *arg), void *arg);
 int relay_peer_reset(const char *name);

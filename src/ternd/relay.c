@@ -11,8 +11,9 @@
  * read), and hands each attempt's outcomes to the committer as soon as
  * its final reply is read (relay_result.c). A 250 that is lost to a crash
  * before that commit means the message is sent again: at least once,
- * never lost. While a peer's circuit breaker (breaker.c) is open its
- * mail waits, or goes to its backup peer.
+ * never lost. While a peer's circuit breaker (breaker.c) is open or
+ * half-open its mail waits unread (the scheduler holds the peer: one job
+ * for the probe), or goes to its backup peer.
  *
  * Memory is bounded: each peer's job queue and in-flight set hold at most
  * JOBQ_MAX entries; what does not fit waits in LMDB.
@@ -69,18 +70,30 @@ struct peer_rt *peer_find(const char *name)
 	return rt;
 }
 
-/* peer_publish - the breaker's state to tern_breaker_state, when it
- * was set (under lock); not for a peer a reload removed, whose gauge
- * reads 0 */
+/* peer_publish - after a breaker call (under lock), when its state was
+ * set: the state to tern_breaker_state (not for a peer a reload removed,
+ * whose gauge reads 0); jobs still waiting for a breaker that stopped
+ * letting attempts through leave the queue unread (without a backup
+ * peer to take them), and a closed one has the scheduler look at the
+ * peer's mail at once */
 static void peer_publish(struct peer_rt *rt)
 {
-	if (rt->br.changed && !rt->gone)
-		metric_set(stats.breaker, rt->br.state, rt->name);
+	char qid[QID_LEN + 1];
+
+	if (!rt->br.changed)
+		return;
 	rt->br.changed = 0;
-	if (rt->br.state != rt->br_shown) {
+	if (!rt->gone)
+		metric_set(stats.breaker, rt->br.state, rt->name);
+	if (rt->br.state != rt->br_shown) {	/* for ternq peers: since when */
 		rt->br_shown = rt->br.state;
 		rt->br_since = now_us();
 	}
+	if (rt->br.state == BREAKER_CLOSED)
+		relay_kick();
+	else
+		while (rt->backup == NULL && jobq_take(&rt->q, qid))
+			jobq_done(&rt->q, qid);	/* still due in the queue database */
 }
 
 /* relay_peers - each relayed peer as ternq peers shows it, read under
@@ -122,29 +135,60 @@ int relay_peer_reset(const char *name)
 		return -1;
 	pthread_mutex_lock(&rt->lock);
 	breaker_reset(&rt->br, p, now_us());
-	peer_publish(rt);
+	peer_publish(rt);	/* closed: it kicks the scheduler */
 	pthread_mutex_unlock(&rt->lock);
-	relay_kick();
 	return 0;
 }
 
-/* peer_allow - may we connect to this peer now (breaker_allow)? */
-static int peer_allow(struct peer_rt *rt, uint64_t now)
+/* peer_allow - may an attempt go to this peer now (breaker_allow)? */
+static int peer_allow(struct peer_rt *rt, const struct conf_peer *p, struct breaker_pass *pass)
 {
 	int ok;
 
 	pthread_mutex_lock(&rt->lock);
-	ok = breaker_allow(&rt->br, rt->name, now);
+	ok = breaker_allow(&rt->br, p, now_us(), pass);
 	peer_publish(rt);
 	pthread_mutex_unlock(&rt->lock);
 	return ok;
 }
 
+/* peer_breaker_due - what the scheduler may offer the peer now, by its
+ * own breaker (breaker_due) */
+static enum breaker_offer peer_breaker_due(struct peer_rt *rt, const struct conf_peer *p,
+					   uint64_t now)
+{
+	enum breaker_offer o;
+
+	pthread_mutex_lock(&rt->lock);
+	o = breaker_due(&rt->br, p, rt->backup ? rt->backup->name : NULL, now);
+	peer_publish(rt);
+	pthread_mutex_unlock(&rt->lock);
+	return o;
+}
+
+/* peer_due - what the scheduler may offer the peer now: by its breaker,
+ * or by its backup peer's when that one takes more */
+enum breaker_offer peer_due(struct peer_rt *rt, uint64_t now)
+{
+	const struct conf *conf = ternd_conf();
+	const struct conf_peer *p = conf_peer_find(conf, rt->name), *bp;
+	enum breaker_offer o, ob;
+
+	if (p == NULL)
+		return BREAKER_HOLD;	/* removed by a reload just now */
+	o = peer_breaker_due(rt, p, now);
+	if (o == BREAKER_GO || rt->backup == NULL || (bp = conf_peer_find(conf, rt->backup->name)) == NULL)
+		return o;
+	ob = peer_breaker_due(rt->backup, bp, now);
+	return ob < o ? ob : o;
+}
+
 /* peer_connected - count a connection's success or failure (breaker_result) */
-void peer_connected(struct peer_rt *rt, const struct conf_peer *p, int ok, const char *why)
+void peer_connected(struct peer_rt *rt, const struct conf_peer *p, struct breaker_pass *pass, int ok,
+		    const char *why)
 {
 	pthread_mutex_lock(&rt->lock);
-	breaker_result(&rt->br, p, rt->backup ? rt->backup->name : NULL, ok, why, now_us());
+	breaker_result(&rt->br, p, rt->backup ? rt->backup->name : NULL, pass, ok, why, now_us());
 	peer_publish(rt);
 	if (!ok) {
 		snprintf(rt->last_error, sizeof(rt->last_error), "%s", why ? why : "");
@@ -153,12 +197,29 @@ void peer_connected(struct peer_rt *rt, const struct conf_peer *p, int ok, const
 	pthread_mutex_unlock(&rt->lock);
 }
 
-/* peer_attempt - count a transaction's outcome and time (breaker_attempt) */
-void peer_attempt(struct peer_rt *rt, const struct conf_peer *p, int failed, uint32_t ms)
+/* peer_begin - a transaction starts (breaker_begin) */
+static void peer_begin(struct peer_rt *rt, struct breaker_pass *pass)
 {
 	pthread_mutex_lock(&rt->lock);
-	breaker_attempt(&rt->br, p, rt->backup ? rt->backup->name : NULL, failed, ms, now_us());
+	breaker_begin(&rt->br, pass, now_us());
+	pthread_mutex_unlock(&rt->lock);
+}
+
+/* peer_attempt - count a transaction's outcome and time (breaker_attempt) */
+void peer_attempt(struct peer_rt *rt, const struct conf_peer *p, struct breaker_pass *pass, int failed,
+		  uint32_t ms)
+{
+	pthread_mutex_lock(&rt->lock);
+	breaker_attempt(&rt->br, p, rt->backup ? rt->backup->name : NULL, pass, failed, ms, now_us());
 	peer_publish(rt);
+	pthread_mutex_unlock(&rt->lock);
+}
+
+/* peer_cancel - an attempt ends with nothing tried (breaker_cancel) */
+void peer_cancel(struct peer_rt *rt, struct breaker_pass *pass)
+{
+	pthread_mutex_lock(&rt->lock);
+	breaker_cancel(&rt->br, pass);
 	pthread_mutex_unlock(&rt->lock);
 }
 
@@ -210,19 +271,22 @@ static int next_attempt(struct peer_rt *rt, const struct conf_peer *p, const str
 		return 0;
 	for (;;) {
 		char qid[QID_LEN + 1];
+		struct breaker_pass pass;
 		int got = 0;
 
 		pthread_mutex_lock(&rt->lock);
 		if (rt->q.count > 0 && rt->br.state == BREAKER_CLOSED
 		    && bucket_take(&rt->messages, p->max_message_rate, rate_burst(p), now_us()) == 0)
-			got = jobq_take(&rt->q, qid);
+			got = jobq_take(&rt->q, qid) && breaker_allow(&rt->br, p, now_us(), &pass);
 		pthread_mutex_unlock(&rt->lock);
 		if (!got)
 			return 0;
 		if (sched_load(a, rt, p, qid)) {
+			a->pass = pass;
 			a->res.connected = a->res.start;	/* no connection of its own to wait for */
 			return 1;
 		}
+		peer_cancel(rt, &pass);
 		sched_release(a);	/* held, or nothing due: the token is spent */
 	}
 }
@@ -256,22 +320,26 @@ static void relay_deliver(struct peer_rt *rt, struct conn *c, struct conn *cb, c
 	const struct conf *conf = ternd_conf();
 	const struct conf_peer *p = conf_peer_find(conf, rt->name);
 	struct attempt at[2], *a = &at[0], *b = &at[1];
+	const struct conf_peer *bp = NULL;
 	struct peer_rt *home = rt;
+	struct breaker_pass pass;
 	int rc, next = 0;
 
+	/* asked before the message is read: a held peer's mail is neither
+	 * read nor written, it stays due for when the breaker lets it go */
+	if (p == NULL || (!peer_allow(rt, p, &pass)
+			  && ((bp = rt->backup ? conf_peer_find(conf, rt->backup->name) : NULL) == NULL
+			      || !peer_allow(rt->backup, bp, &pass)))) {
+		sched_skip(rt, qid);
+		return;
+	}
 	if (!sched_load(a, rt, p, qid)) {
+		peer_cancel(bp ? rt->backup : rt, &pass);
 		sched_release(a);
 		return;
 	}
-	if (!peer_allow(rt, now_us())) {
-		const struct conf_peer *bp = rt->backup ? conf_peer_find(conf, rt->backup->name) : NULL;
-
-		if (bp == NULL || !peer_allow(rt->backup, now_us())) {
-			relay_wait(a, rt->br.open_until, rt->name);
-			relay_result_record(a, c, conf);
-			sched_release(a);
-			return;
-		}
+	a->pass = pass;
+	if (bp) {
 		rt = a->to = rt->backup;	/* this attempt goes to the backup peer */
 		p = bp;
 		c = cb;
@@ -288,10 +356,11 @@ static void relay_deliver(struct peer_rt *rt, struct conn *c, struct conn *cb, c
 		return;
 	}
 	a->res.connected = now_us();
-	peer_connected(rt, p, 1, NULL);
+	peer_connected(rt, p, &a->pass, 1, NULL);
 	rate_wait(rt, p);
 	conn_busy(c, 1);
 	snprintf(a->relay_host, sizeof(a->relay_host), "%s[%s]:%d", c->host, c->addr, c->port);
+	peer_begin(rt, &a->pass);
 	rc = tx_start(c, a, "");
 	for (;;) {
 		/* a: written; with next, b is written behind it */
@@ -301,6 +370,7 @@ static void relay_deliver(struct peer_rt *rt, struct conn *c, struct conn *cb, c
 			snprintf(b->relay_host, sizeof(b->relay_host), "%s", a->relay_host);
 			b->rset = b->behind = 1;
 			next = 1;
+			peer_begin(home, &b->pass);
 			if ((rc = tx_start(c, b, "RSET\r\n")) == 1)
 				relay_result_record(b, c, conf), sched_release(b), next = 0, rc = 0;
 		}
@@ -310,8 +380,11 @@ static void relay_deliver(struct peer_rt *rt, struct conn *c, struct conn *cb, c
 			/* none of a's replies came: as if lost before them */
 			conn_busy(c, 0);
 			relay_fail(c, NULL, 0, NULL, NULL);
-			if (next)
+			if (next) {
+				peer_cancel(home, &b->pass);
 				sched_requeue(b);
+			}
+			peer_cancel(rt, &a->pass);
 			sched_requeue(a);
 			return;
 		}
@@ -319,6 +392,7 @@ static void relay_deliver(struct peer_rt *rt, struct conn *c, struct conn *cb, c
 			snprintf(b->relay_host, sizeof(b->relay_host), "%s", a->relay_host);
 			b->behind = 1;
 			next = 1;
+			peer_begin(home, &b->pass);
 			if ((rc = tx_start(c, b, a->dot ? ".\r\n" : "")) == 1)
 				relay_result_record(b, c, conf), sched_release(b), next = 0, rc = 0;
 			else if (rc == 0)
@@ -343,6 +417,7 @@ static void relay_deliver(struct peer_rt *rt, struct conn *c, struct conn *cb, c
 		next = 0;
 		if (c->fd < 0) {
 			conn_busy(c, 0);
+			peer_cancel(home, &a->pass);
 			sched_requeue(a);
 			return;
 		}

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "breaker.h"
 #include "conn.h"
 #include "qid.h"
 #include "queue.h"
@@ -47,6 +48,7 @@ struct attempt {
 	int behind;			/* written behind another attempt's final reply */
 	int replied;			/* a reply of its own was read */
 	uint64_t t0;			/* its commands were written: transmission began */
+	struct breaker_pass pass;	/* its peer's breaker let it go (relay.c) */
 	struct result res;
 	char relay_host[400];
 };

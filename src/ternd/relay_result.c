@@ -64,21 +64,6 @@ void relay_outcome_rest(struct attempt *a, int code, const char *esc, const char
 			relay_outcome(a, i, code, esc, text);
 }
 
-/* relay_wait - the peer's breaker is open: every recipient of the
- * attempt waits until then, without an attempt counted against it */
-void relay_wait(struct attempt *a, uint64_t until, const char *peer)
-{
-	for (size_t i = 0; i < a->ntodo; i++) {
-		struct outcome *o = &a->res.out[a->res.nout++];
-
-		o->idx = a->todo[i]->idx;
-		o->state = RCPT_WAIT;
-		snprintf(o->reply, sizeof(o->reply), "circuit breaker of peer %s is open", peer);
-		a->told[i] = 1;
-	}
-	a->res.wait_until = until;
-}
-
 /* relay_fail - the failure sink of a transaction over a connection: every
  * recipient of a (when not NULL) without an outcome gets code, esc and
  * why; the connection is closed, and calls on it fail at once from then
@@ -88,7 +73,7 @@ void relay_fail(struct conn *c, struct attempt *a, int code, const char *esc, co
 {
 	if (a) {
 		if (!c->opened)
-			peer_connected(a->to, c->peer, 0, why);
+			peer_connected(a->to, c->peer, &a->pass, 0, why);
 		relay_outcome_rest(a, code, esc, why);
 	}
 	conn_close(c, 0);
@@ -193,14 +178,6 @@ static int apply_result(struct store_txn *txn, void *arg)
 
 		if (r == NULL || (r->state != RCPT_QUEUED && r->state != RCPT_DEFERRED))
 			continue;
-		if (o->state == RCPT_WAIT) {
-			r->next_us = res->wait_until;
-			free(r->reply);
-			r->reply = xstrdup(o->reply);
-			if ((rc = store_put_rcpt(txn, res->qid, r)) != 0)
-				return rc;
-			continue;
-		}
 		r->attempts++;
 		relay_outcome_fate(res->conf, res->msg.arrival_us, r->attempts, o, res->now, &r->next_us);
 		r->state = o->state;
@@ -250,8 +227,6 @@ static void log_outcomes(const struct result *res)
 		const struct outcome *o = &res->out[i];
 		const char *addr = "?";
 
-		if (o->state == RCPT_WAIT)
-			continue;
 		for (size_t k = 0; k < res->nrcpts; k++)
 			if (res->rcpts[k].idx == o->idx)
 				addr = res->rcpts[k].addr;
@@ -280,8 +255,6 @@ static void emit_spans(const struct result *res)
 		const struct outcome *o = &res->out[i];
 		struct otlp_span *s = &sp[a.nspans];
 
-		if (o->state == RCPT_WAIT)
-			continue;
 		for (size_t k = 0; k < res->nrcpts; k++)
 			if (res->rcpts[k].idx == o->idx)
 				s->rcpt = res->rcpts[k].addr;
@@ -356,7 +329,9 @@ void relay_result_record(struct attempt *a, const struct conn *c, const struct c
 		for (size_t i = 0; i < res->nout; i++)
 			failed |= res->out[i].state == RCPT_DEFERRED;
 		metric_observe(stats.transmission, (double)(res->now - a->t0) / 1e6, rt->name);
-		peer_attempt(rt, c->peer, failed, ms < UINT32_MAX ? (uint32_t)ms : UINT32_MAX - 1);
+		peer_attempt(rt, c->peer, &a->pass, failed, ms < UINT32_MAX ? (uint32_t)ms : UINT32_MAX - 1);
+	} else {
+		peer_cancel(rt, &a->pass);	/* no transaction (or its connection failed) */
 	}
 	/* the DSN this attempt may cause, read and built before the write:
 	 * the committer's transaction only stores it (notice.h) */

@@ -21,8 +21,6 @@
 #include "queue_ops.h"
 #include "smtp_reply.h"
 
-#define RCPT_WAIT 0xff			/* outcome: not tried (breaker open), no penalty */
-
 struct attempt;
 struct conn;
 struct notice_draft;
@@ -31,7 +29,7 @@ struct peer_rt;
 /* One recipient's outcome of an attempt. */
 struct outcome {
 	uint32_t idx;
-	uint8_t state;			/* RCPT_SENT, RCPT_DEFERRED, RCPT_BOUNCED or RCPT_WAIT */
+	uint8_t state;			/* RCPT_SENT, RCPT_DEFERRED or RCPT_BOUNCED */
 	char reply[SMTP_REPLY_FORMAT_MAX];
 	char esc[SMTP_ESC_MAX + 1];
 	int expired;			/* bounced by max_queue_lifetime */
@@ -44,7 +42,6 @@ struct result {
 	struct outcome *out;
 	size_t nout;
 	uint64_t now;
-	uint64_t wait_until;		/* RCPT_WAIT outcomes: next attempt */
 	uint64_t start, connected, sending;	/* attempt begun, connection ready, MAIL sent */
 	unsigned conn_use;		/* this transaction's number on its connection */
 	const char *relay;		/* host[addr]:port, or "none" */
@@ -66,7 +63,6 @@ struct result {
 void set_outcome(struct outcome *o, uint32_t idx, int code, const char *esc, const char *text);
 void relay_outcome(struct attempt *a, size_t i, int code, const char *esc, const char *text);
 void relay_outcome_rest(struct attempt *a, int code, const char *esc, const char *text);
-void relay_wait(struct attempt *a, uint64_t until, const char *peer);
 void relay_fail(struct conn *c, struct attempt *a, int code, const char *esc, const char *why);
 struct q_rcpt *relay_result_rcpt(const struct result *res, uint32_t idx);
 void relay_outcome_fate(const struct conf *conf, uint64_t arrival_us, uint32_t attempts,

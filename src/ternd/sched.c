@@ -5,10 +5,14 @@
  * of the schedule index, which stops at the first message the peer's
  * full job queue cannot take, so that one slow peer's backlog never
  * holds up another's; what does not fit waits in LMDB for the next scan.
- * A peer without a host is passed over unread (but for a count once a
- * minute, for its warning); its mail stays queued, deferred, never
- * bounced, as does mail for a peer no longer configured that no route
- * takes.
+ * A peer without a host, or whose TLS context a reload could not build,
+ * is passed over unread (but for a count once a minute, for its
+ * warning); its mail stays queued, deferred, never bounced, as does mail
+ * for a peer no longer configured that no route takes. So is a peer
+ * whose circuit breaker holds it (open, or half-open with its probe out):
+ * its mail is neither read nor rewritten, however much of it waits; when
+ * the cooldown is over one message is offered, for the probe, and when
+ * the breaker closes the peer is scanned again at once.
  */
 #include "config.h"
 
@@ -58,16 +62,18 @@ void relay_kick(void)
 	pthread_mutex_unlock(&sched.lock);
 }
 
-/* sched_offer - queue a due message for a peer, once; 0 when the peer is full */
-static int sched_offer(struct peer_rt *p, const char *qid)
+/* sched_offer - queue a due message for a peer, once (for a probe, only
+ * when no job waits): 1 queued, 0 queued or in delivery already, -1 the
+ * peer takes no more */
+static int sched_offer(struct peer_rt *p, const char *qid, int probe)
 {
-	int rc;
+	int rc = -1;
 
 	pthread_mutex_lock(&p->lock);
-	if ((rc = jobq_offer(&p->q, qid)) > 0)
+	if ((!probe || p->q.count == 0) && (rc = jobq_offer(&p->q, qid)) > 0)
 		pthread_cond_signal(&p->ready);
 	pthread_mutex_unlock(&p->lock);
-	return rc >= 0;
+	return rc;
 }
 
 /* sched_done - a message's delivery attempt is over: it may be offered again */
@@ -84,7 +90,16 @@ static int sched_offer_due(uint64_t next_us, const char *qid, uint32_t idx, void
 {
 	(void)next_us;
 	(void)idx;
-	return !sched_offer(arg, qid) || relay_stopping();
+	return sched_offer(arg, qid, 0) < 0 || relay_stopping();
+}
+
+/* sched_offer_probe - a relayed peer's recipient due now, for the
+ * half-open breaker's one probe: offer one message, then stop */
+static int sched_offer_probe(uint64_t next_us, const char *qid, uint32_t idx, void *arg)
+{
+	(void)next_us;
+	(void)idx;
+	return sched_offer(arg, qid, 1) != 0 || relay_stopping();
 }
 
 /* sched_reroute_due - a due recipient of a peer a reload removed: note its
@@ -136,21 +151,26 @@ static void sched_parked(const struct conf_peer *p)
 }
 
 /* sched_peer - one peer in the schedule: offer a relayed peer's due
- * mail; pass over a configured peer that is not relayed (no host), whose
- * mail stays queued, without reading it but once a minute (sched_parked);
- * collect the mail of a peer no longer configured */
+ * mail as its breaker lets it go (all of it, one message for a probe,
+ * or none: then unread); pass over a configured peer that is not relayed
+ * (no host), whose mail stays queued, without reading it but once a
+ * minute (sched_parked); collect the mail of a peer no longer configured */
 static int sched_peer(const char *peer, void *arg)
 {
 	struct peer_rt *p = peer_find(peer);
 	const struct conf_peer *cp;
 	struct reroutes *rr = arg;
+	enum breaker_offer o;
 
-	if (p)
-		store_foreach_due(ternd.store, peer, now_us(), sched_offer_due, p);
-	else if ((cp = conf_peer_find(ternd_conf(), peer)) != NULL)
+	if (p) {
+		if ((o = peer_due(p, now_us())) != BREAKER_HOLD)
+			store_foreach_due(ternd.store, peer, now_us(),
+					  o == BREAKER_GO ? sched_offer_due : sched_offer_probe, p);
+	} else if ((cp = conf_peer_find(ternd_conf(), peer)) != NULL) {
 		sched_parked(cp);
-	else if (rr->n < REROUTE_MAX)
+	} else if (rr->n < REROUTE_MAX) {
 		store_foreach_due(ternd.store, peer, now_us(), sched_reroute_due, rr);
+	}
 	return relay_stopping();
 }
 
@@ -307,6 +327,13 @@ int sched_load(struct attempt *a, struct peer_rt *home, const struct conf_peer *
 	a->ok = xcalloc(a->ntodo, sizeof(*a->ok));
 	a->told = xcalloc(a->ntodo, sizeof(*a->told));
 	return 1;
+}
+
+/* sched_skip - a job not tried now (its peer's breaker holds it),
+ * released unread: it stays due in the queue database */
+void sched_skip(struct peer_rt *home, const char *qid)
+{
+	sched_done(home, qid);
 }
 
 /* sched_release - the attempt is over: the message may be offered again */

@@ -21,6 +21,7 @@ void sched_start(void);
 void sched_stop(void);
 int sched_load(struct attempt *a, struct peer_rt *home, const struct conf_peer *p,
 	       const char *qid);
+void sched_skip(struct peer_rt *home, const char *qid);
 void sched_release(struct attempt *a);
 void sched_requeue(struct attempt *a);
 

@@ -91,9 +91,10 @@ tap_is "1: peers reset down --json: usage error" "$(run peers reset down --json 
 tap_is "1: peers reset down" "$(run peers reset down)" "0:ternq: peers reset: down: breaker closed"
 tap_is "1: ... logged with the uid" "$(nlog ': peer down: breaker closed by ternq \(uid 0\)$')" 1
 tap_is "1: ... closed" "$(peer_field down breaker)" closed
-tap_is "1: retry ALL" "$(run retry ALL)" "0:ternq: retry: 1 message"
+# the message was made due by the retry above, and the breaker, while
+# open, left it so: closing it is enough
 wait_until 10 _atleast 1 ": $d1: removed$"
-tap_is "1: ... the message is delivered to the peer come back" \
+tap_is "1: ... the message is delivered to the peer come back, no retry needed" \
 	"$(nlog ": $d1: to=<bob@down\\.test>, relay=127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\]:${sink_port[down]}, .*status=sent ")" 1
 
 # --- 2. requeue after a change of [routes] ---------------------------------------------------
