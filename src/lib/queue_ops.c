@@ -159,6 +159,8 @@ int queue_op_write(struct store_txn *txn, void *arg)
 	a->found = 0;
 	a->own_file = 0;
 	a->seg_to_remove = 0;
+	if (a->spool)
+		a->current_seg = spool_segment_id(a->spool);
 	a->changed = 0;
 	a->unrouted = 0;
 	if (a->op == QOP_EXPIRE)

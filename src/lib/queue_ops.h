@@ -21,7 +21,12 @@ struct queue_op_arg {
 	enum queue_op op;
 	char qid[QID_LEN + 1];
 	uint64_t now_us;
-	uint64_t current_seg;		/* never removed: still being appended to */
+	/* the segment still being appended to, never removed: ternd gives its
+	 * spool, whose current segment the write reads itself (it runs in the
+	 * committer, the one thread that moves it); ternq and the tests set
+	 * current_seg (0: none) */
+	struct spool *spool;
+	uint64_t current_seg;
 	const struct conf *conf;	/* requeue: the [routes] to route by */
 	/* results, for the caller to act on after the commit */
 	int found;

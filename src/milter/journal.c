@@ -74,7 +74,7 @@ void journal_start(const struct conf *conf)
 		log_warning("%s; messages are not journaled", err);
 		return;
 	}
-	jq.retention_us = (uint64_t)conf->ternd.history_retention * 1000;
+	jq.retention_us = (uint64_t)conf->milter.journal_retention * 1000;
 	jq.ring = ring_start("journal", "record", sizeof(struct journal_rec), JOURNAL_RING,
 			     write_batch, NULL);
 	if (jq.ring == NULL) {

@@ -161,7 +161,7 @@ static void control_request(char *line, const struct ucred *cred, char *answer, 
 	}
 	memcpy(a.qid, qid, QID_LEN + 1);
 	a.now_us = now_us();
-	a.current_seg = spool_segment_id(ternd.spool);
+	a.spool = ternd.spool;
 	a.conf = ternd_conf();
 	memset(&job, 0, sizeof(job));
 	job.kind = JOB_WRITE;

@@ -199,7 +199,7 @@ static int apply_result(struct store_txn *txn, void *arg)
 	memset(&res->del, 0, sizeof(res->del));
 	res->del.op = QOP_DELETE;
 	memcpy(res->del.qid, res->qid, QID_LEN + 1);
-	res->del.current_seg = spool_segment_id(ternd.spool);
+	res->del.spool = ternd.spool;
 	res->removed = 1;
 	return queue_op_write(txn, &res->del);
 }

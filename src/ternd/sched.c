@@ -279,7 +279,7 @@ static void sched_hold_damaged(const char *qid)
 	a.op = QOP_HOLD;
 	memcpy(a.qid, qid, QID_LEN + 1);
 	a.now_us = now_us();
-	a.current_seg = spool_segment_id(ternd.spool);
+	a.spool = ternd.spool;
 	memset(&job, 0, sizeof(job));
 	job.kind = JOB_WRITE;
 	job.write = queue_op_write;
