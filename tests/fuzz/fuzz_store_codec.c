@@ -36,6 +36,48 @@ static void reencode(size_t (*enc)(const void *, unsigned char *, size_t), const
 	free(buf);
 }
 
+/* upgraded - a record of the older layout (version 1: no trace link)
+ * decoded into rec is written in the current one (version 2): its
+ * encoding must decode, and encode again to itself (size: the input's) */
+static void upgraded(size_t (*enc)(const void *, unsigned char *, size_t),
+		     int (*dec)(const unsigned char *, size_t, void *), void (*clear)(void *),
+		     const void *rec, void *again, size_t size)
+{
+	size_t cap = size + 64, n, n2;	/* version 2 adds the 24-octet link */
+	unsigned char *buf = malloc(cap), *buf2 = malloc(cap);
+
+	if (buf == NULL || buf2 == NULL)
+		abort();
+	if ((n = enc(rec, buf, cap)) == 0 || buf[0] != 2 || dec(buf, n, again) != 0)
+		__builtin_trap();
+	n2 = enc(again, buf2, cap);
+	if (n2 != n || memcmp(buf, buf2, n) != 0)
+		__builtin_trap();
+	clear(again);
+	free(buf);
+	free(buf2);
+}
+
+static int dec_msg(const unsigned char *b, size_t n, void *m)
+{
+	return q_msg_decode(b, n, m);
+}
+
+static int dec_hist(const unsigned char *b, size_t n, void *h)
+{
+	return hist_rec_decode(b, n, h);
+}
+
+static void clear_msg(void *m)
+{
+	q_msg_clear(m);
+}
+
+static void clear_hist(void *h)
+{
+	hist_rec_clear(h);
+}
+
 /* enc_msg, enc_rcpt - the encoders with one signature */
 static size_t enc_msg(const void *m, unsigned char *buf, size_t cap)
 {
@@ -96,7 +138,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (strlen(m.qid) != QID_LEN || !m.sender || !m.envid || !m.helo || !m.client
 		    || !msg_valid(&m))
 			__builtin_trap();
-		reencode(enc_msg, &m, data, size);
+		if (data[0] == 1) {
+			struct q_msg m2;
+
+			upgraded(enc_msg, dec_msg, clear_msg, &m, &m2, size);
+		} else {
+			reencode(enc_msg, &m, data, size);
+		}
 		q_msg_clear(&m);
 	} else if (m.sender || m.envid || m.helo || m.client) {
 		__builtin_trap();	/* a failed decode leaves nothing allocated */
@@ -121,7 +169,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (strlen(h.qid) != QID_LEN || h.state > HIST_EXPIRED || h.tls > HIST_TLS_RESUMED
 		    || !h.sender || !h.rcpt || !h.reply || !h.peer_qid)
 			__builtin_trap();
-		reencode(enc_hist, &h, data, size);
+		if (data[0] == 1) {
+			struct hist_rec h2;
+
+			upgraded(enc_hist, dec_hist, clear_hist, &h, &h2, size);
+		} else {
+			reencode(enc_hist, &h, data, size);
+		}
 		hist_rec_clear(&h);
 	} else if (h.sender || h.rcpt || h.reply || h.peer_qid) {
 		__builtin_trap();
