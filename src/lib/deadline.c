@@ -23,7 +23,7 @@ int deadline_passed(long long deadline)
 }
 
 /* deadline_wait - poll fd for events until the deadline; 0 ready, -1
- * when the deadline passed or poll failed */
+ * with errno: ETIMEDOUT when the deadline passed, else poll's */
 int deadline_wait(int fd, short events, long long deadline)
 {
 	for (;;) {
@@ -31,8 +31,10 @@ int deadline_wait(int fd, short events, long long deadline)
 		long long left = deadline - ms_now();
 		int rc;
 
-		if (left <= 0)
+		if (left <= 0) {
+			errno = ETIMEDOUT;
 			return -1;
+		}
 		rc = poll(&p, 1, (int)(left > 60000 ? 60000 : left));
 		if (rc > 0)
 			return 0;

@@ -40,6 +40,7 @@
 
 #include "commit.h"
 #include "control.h"
+#include "deadline.h"
 #include "listen.h"
 #include "log.h"
 #include "peer.h"
@@ -203,16 +204,12 @@ static int control_send(int fd, const char *text, long long deadline)
 	memcpy(line, text, len - 1);
 	line[len - 1] = '\n';
 	while (off < len && rc == 0) {
-		struct pollfd p = {fd, POLLOUT, 0};
 		ssize_t k = send(fd, line + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-		long long wait;
 
-		if (k > 0) {
+		if (k > 0)
 			off += (size_t)k;
-			continue;
-		}
-		if ((k < 0 && errno != EAGAIN && errno != EINTR) || (wait = deadline - ms_now()) <= 0
-		    || (poll(&p, 1, (int)wait) < 0 && errno != EINTR))
+		else if ((k < 0 && errno != EAGAIN && errno != EINTR)
+			 || deadline_wait(fd, POLLOUT, deadline) < 0)
 			rc = -1;
 	}
 	free(line);

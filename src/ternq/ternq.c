@@ -29,6 +29,7 @@
 #include <sodium.h>
 
 #include "cli.h"
+#include "control_client.h"
 #include "clock.h"
 #include "log.h"
 #include "privs.h"
@@ -373,106 +374,6 @@ static int cmd_cat(struct ternq *q, const char *qid)
 		fprintf(stderr, "ternq: %s: body does not match its digest: spool damaged\n", qid);
 	q_msg_clear(&m);
 	return rc == 0 ? 0 : EXIT_USAGE;
-}
-
-/* control_wait - wait for events on fd until the deadline; -1 with errno
- * ETIMEDOUT when it passes */
-static int control_wait(int fd, short events, long long deadline)
-{
-	for (;;) {
-		struct pollfd p = {fd, events, 0};
-		long long left = deadline - ms_now();
-		int rc;
-
-		if (left <= 0) {
-			errno = ETIMEDOUT;
-			return -1;
-		}
-		rc = poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
-		if (rc > 0)
-			return 0;
-		if (rc < 0 && errno != EINTR)
-			return -1;
-	}
-}
-
-/* control_connect - ternd's control socket (non-blocking), or -1 with
- * errno: ENOENT or ECONNREFUSED when ternd is not running, ETIMEDOUT when
- * its listen queue stayed full until the deadline */
-static int control_connect(const struct conf *conf, long long deadline)
-{
-	struct sockaddr_un sun = {.sun_family = AF_UNIX};
-	char path[512];
-	int fd, e;
-
-	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s",
-		 conf_control_socket(conf, path, sizeof(path)));
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
-		return -1;
-	while (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
-		if (errno != EAGAIN || ms_now() >= deadline) {
-			e = errno == EAGAIN ? ETIMEDOUT : errno;
-			close(fd);
-			errno = e;
-			return -1;
-		}
-		poll(NULL, 0, 50);	/* its listen queue is full: ternd is busy */
-	}
-	return fd;
-}
-
-/* control_line - read one answer line by the deadline; -1 with errno */
-static int control_line(int fd, char *answer, size_t len, long long deadline)
-{
-	size_t have = 0;
-
-	while (have < len - 1) {
-		ssize_t n = read(fd, answer + have, 1);
-
-		if (n == 0) {
-			errno = ECONNRESET;
-			return -1;
-		}
-		if (n < 0) {
-			if ((errno != EAGAIN && errno != EINTR) || control_wait(fd, POLLIN, deadline) < 0)
-				return -1;
-			continue;
-		}
-		if (answer[have] == '\n')
-			break;
-		have++;
-	}
-	answer[have] = '\0';
-	return 0;
-}
-
-/* control_send_req - write a request line by the deadline; -1 with errno */
-static int control_send_req(int fd, const char *req, long long deadline)
-{
-	size_t off = 0, reqlen = strlen(req);
-
-	while (off < reqlen) {
-		ssize_t k = send(fd, req + off, reqlen - off, MSG_NOSIGNAL);
-
-		if (k > 0)
-			off += (size_t)k;
-		else if (errno == EPIPE || errno == ECONNRESET)
-			break;	/* refused: ternd may have answered why, read it */
-		else if ((errno != EAGAIN && errno != EINTR) || control_wait(fd, POLLOUT, deadline) < 0)
-			return -1;
-	}
-	return 0;
-}
-
-/* control_ask - one request, one answer line, both within timeout_ms;
- * -1 with errno (ETIMEDOUT: no answer in time) */
-static int control_ask(int fd, const char *req, char *answer, size_t len, long long timeout_ms)
-{
-	long long deadline = ms_now() + timeout_ms;
-
-	if (control_send_req(fd, req, deadline) < 0)
-		return -1;
-	return control_line(fd, answer, len, deadline);
 }
 
 /* control_timed_out - say that ternd did not answer in time */
