@@ -28,6 +28,7 @@
 #include "spool.h"
 #include "stats.h"
 #include "ternd.h"
+#include "textesc.h"
 #include "xalloc.h"
 
 /* tx_mail_params - MAIL parameters the peer understands */
@@ -374,8 +375,11 @@ int tx_twice(const struct attempt *a)
  * before the connection is closed; then says what becomes of it */
 void tx_twice_log(const struct conn *c, const struct attempt *a, const char *then)
 {
+	char why[TEXTESC_SIZE(sizeof(c->why))];
+
 	log_warning("%s: possible duplicate: its content was written to %s[%s] but its final reply "
-		    "was not read (%s); %s", a->qid, c->host, c->addr, c->why, then);
+		    "was not read (%s); %s", a->qid, c->host, c->addr,
+		    textesc(why, sizeof(why), c->why, TEXTESC_REPLY), then);
 }
 
 /* tx_lost - the connection was lost: to relay_fail, every recipient
