@@ -197,13 +197,27 @@ int spool_segment_full(const struct spool *sp)
 	return sp->length >= sp->segment_size;
 }
 
-/* spool_abandon_segment - after a write or sync error: append no more here */
-void spool_abandon_segment(struct spool *sp)
+/* spool_abandon_segment - after a write or sync error: append no more
+ * here. 1: the segment holds appended data (or a file not made here
+ * has its name), the caller starts a new one; 0: nothing was appended to
+ * it yet, so the file the failed append made is removed and the segment
+ * stays current, its file made again by the next append (a full disk
+ * costs no new file per failed batch) */
+int spool_abandon_segment(struct spool *sp)
 {
+	int created = sp->created;
+	char name[17];
+
 	if (sp->fd >= 0)
 		close(sp->fd);
 	sp->fd = -1;
 	sp->created = 0;
+	if (sp->length > 0)
+		return 1;
+	seg_name(sp->id, name);
+	if (created)
+		return unlinkat(sp->segdir, name, 0) < 0 && errno != ENOENT;
+	return faccessat(sp->segdir, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
 }
 
 /* spool_own_create - a new file of its own for a large message body */

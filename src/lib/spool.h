@@ -33,7 +33,7 @@ int spool_sync(struct spool *sp);
 uint64_t spool_segment_id(const struct spool *sp);
 uint64_t spool_segment_length(const struct spool *sp);
 int spool_segment_full(const struct spool *sp);
-void spool_abandon_segment(struct spool *sp);
+int spool_abandon_segment(struct spool *sp);
 int spool_sync_owndir(struct spool *sp);
 
 /* files */

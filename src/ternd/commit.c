@@ -8,9 +8,10 @@
  * new file), then writes every record in one LMDB transaction, committed
  * synchronously. Only then are the jobs answered, so a session says 250
  * only for a message whose body and records are on stable storage. Any
- * failure fails the whole batch (451 4.3.0) and leaves nothing visible:
- * bytes appended beyond a segment's committed length are garbage that
- * recovery truncates.
+ * failure fails the whole batch (451 4.3.0; a spool failure only its
+ * acceptances: its queue changes need no spool and go on) and leaves
+ * nothing visible: bytes appended beyond a segment's committed length are
+ * garbage that recovery truncates.
  *
  * Two threads make a pipeline of two stages: the appender writes and
  * flushes batch N+1's bodies while the writer commits batch N to LMDB, so
@@ -37,6 +38,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -44,8 +46,10 @@
 #include "commit.h"
 #include "log.h"
 #include "queue_ops.h"
+#include "ratelimit.h"
 #include "relay.h"
 #include "stats.h"
+#include "storage.h"
 #include "xalloc.h"
 #include "ternd.h"
 
@@ -64,6 +68,7 @@ static int appender_waits;		/* the appender is in take_batch (ternd.lock) */
 static int hist_unindexed = 1;		/* records may wait for their index (writer) */
 
 static pthread_t appender_thread, writer_thread;
+static struct ratelimit spool_errors = RATELIMIT_INIT;	/* the appender's error lines */
 
 /* commit_submit - queue a job and wait until it is committed (or failed) */
 int commit_submit(struct job *job)
@@ -303,6 +308,7 @@ static void finish(struct job **jobs, size_t n, int result, const char *err)
 }
 
 static uint64_t last_seg;		/* the highest segment number used */
+static uint64_t seg_committed;		/* the last segment a batch committed data in (writer) */
 
 /* put_next_seg - record a new segment's number and its (empty) bookkeeping */
 static int put_next_seg(struct store_txn *txn, void *arg)
@@ -352,6 +358,21 @@ static void observe(const struct batch *b)
 	metric_observe(stats.batch, (double)b->n);
 }
 
+/* fail_accepts - after the spool failed: answer the batch's acceptances
+ * with err, and keep its queue changes (they need no spool) for the writer */
+static void fail_accepts(struct batch *b, const char *err)
+{
+	size_t kept = 0;
+
+	for (size_t i = 0; i < b->n; i++)
+		if (b->jobs[i]->kind == JOB_ACCEPT)
+			finish(&b->jobs[i], 1, -1, err);
+		else
+			b->jobs[kept++] = b->jobs[i];
+	b->n = kept;
+	b->appended = 0;
+}
+
 /* hand_over - give an appended batch to the writer */
 static void hand_over(struct batch *b)
 {
@@ -368,11 +389,14 @@ static void hand_over(struct batch *b)
  * everything appended so far */
 static void rotate_when_idle(void)
 {
+	uint64_t old = spool_segment_id(ternd.spool);
 	char err[256];
 
 	pthread_mutex_lock(&stage.lock);
 	stage_wait(stage.in_flight == 0);
 	pthread_mutex_unlock(&stage.lock);
+	if (old != seg_committed)
+		spool_seg_remove(ternd.spool, old);	/* nothing in it was committed */
 	if (segment_rotate(err, sizeof(err)) < 0)
 		log_error("cannot start a new spool segment: %s", err);
 }
@@ -414,12 +438,21 @@ static void *appender_main(void *arg)
 			snprintf(err, sizeof(err), "spool directory fsync: %s", strerror(errno));
 		}
 		if (failed) {
-			log_error("commit of %zu job%s failed: %s", b->n, b->n == 1 ? "" : "s", err);
+			uint64_t held;
+
+			/* once a minute per cause: a full disk fails every batch */
+			if (ratelimit_pass(&spool_errors, err, now_us(), RATELIMIT_MINUTE, &held))
+				log_error("commit of %zu job%s failed: %s (%" PRIu64 " more failed "
+					  "batches since the last such line)", b->n, b->n == 1 ? "" : "s",
+					  err, held);
 			observe(b);
-			finish(b->jobs, b->n, -1, err);
-			/* Never append to a segment whose state after an error is unknown. */
-			spool_abandon_segment(ternd.spool);
-			rotate_when_idle();
+			fail_accepts(b, err);
+			/* Never append to a segment whose state after an error is
+			 * unknown; one still empty stays (spool_abandon_segment). */
+			if (spool_abandon_segment(ternd.spool))
+				rotate_when_idle();
+			if (b->n)
+				hand_over(b);	/* queue changes need no spool */
 			continue;
 		}
 		b->closes_seg = b->appended && spool_segment_full(ternd.spool);
@@ -514,8 +547,12 @@ static void *writer_main(void *arg)
 		 * still sound to append to. */
 		observe(b);
 		finish(b->jobs, b->n, rc < 0 ? -1 : 0, err);
-		if (rc == 0)
+		if (rc == 0) {
 			hist_unindexed = b->unindexed > 0;
+			if (b->appended)
+				seg_committed = b->seg_id;
+			storage_committed();	/* a failing storage state ends */
+		}
 		if (b->index_err[0] && time(NULL) - last_index_warning >= 60) {
 			last_index_warning = time(NULL);	/* once a minute at most */
 			log_warning("history indexing in a commit failed: %s", b->index_err);
@@ -546,8 +583,8 @@ void commit_start(void)
 	if (store_get_meta(ternd.store, "next_seg", &last_seg) < 0
 	    || store_get_meta(ternd.store, "last_qid", &ternd_last_qid) < 0)
 		log_fatal("cannot read the queue counters");
-	if (segment_rotate(err, sizeof(err)) < 0)
-		log_fatal("cannot start a spool segment: %s", err);
+	if (segment_rotate(err, sizeof(err)) < 0)	/* a full disk: the first batch records it */
+		log_warning("cannot record a new spool segment: %s", err);
 	if (pthread_create(&writer_thread, NULL, writer_main, NULL) != 0
 	    || pthread_create(&appender_thread, NULL, appender_main, NULL) != 0)
 		log_fatal("cannot start the committer threads");

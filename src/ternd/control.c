@@ -7,7 +7,8 @@
  * "ok" or "not found". "peers" answers one line per relayed peer,
  * tab-separated (name, breaker state, since, open until, connections
  * busy, idle, queued recipients, last error's time and text; times in
- * microseconds since the epoch, 0 for none), then a line ".".
+ * microseconds since the epoch, 0 for none), then a line ".". "storage"
+ * answers the storage state (storage_describe).
  * Queue changes go through the committer like everything else that writes.
  *
  * Who may: every connection is checked with SO_PEERCRED, whatever the
@@ -48,6 +49,7 @@
 #include "relay.h"
 #include "relay_result.h"
 #include "stats.h"
+#include "storage.h"
 #include "ternd.h"
 #include "xalloc.h"
 
@@ -144,6 +146,10 @@ static void control_request(char *line, const struct ucred *cred, char *answer, 
 
 	if (sscanf(line, "%15s %63s", verb, qid) == 1 && strcmp(verb, "ping") == 0) {
 		snprintf(answer, len, "ok");
+		return;
+	}
+	if (sscanf(line, "%15s %63s", verb, qid) == 1 && strcmp(verb, "storage") == 0) {
+		storage_describe(answer, len);
 		return;
 	}
 	if (sscanf(line, "%15s %63s", verb, qid) == 2 && strcmp(verb, "reset") == 0) {

@@ -84,10 +84,27 @@ static int check_one(const struct q_msg *m, const struct q_rcpt *r, size_t n, vo
 	return 0;
 }
 
-/* drop_empty - forget a segment with no live message */
+/* drop_empty - forget the segments with no live message */
 static int drop_empty(struct store_txn *txn, void *arg)
 {
-	return store_del_seg(txn, *(uint64_t *)arg);
+	const struct seg_list *l = arg;
+	int rc = 0;
+
+	for (size_t i = 0; i < l->n && rc == 0; i++)
+		rc = store_del_seg(txn, l->ids[i]);
+	return rc;
+}
+
+/* drop_empties - forget the segments with no live message, in one write.
+ * One that fails (a full disk) is logged and left: an empty segment's
+ * record is harmless, and the next start drops it */
+static void drop_empties(const struct seg_list *empty)
+{
+	char err[256];
+
+	if (empty->n && store_write(ternd.store, drop_empty, (void *)empty, err, sizeof(err)) < 0)
+		log_warning("recovery: %zu empty spool segment%s left in the queue database: %s",
+			    empty->n, empty->n == 1 ? "" : "s", err);
 }
 
 /* known_seg - is a segment file name one the database knows */
@@ -146,15 +163,15 @@ int recover(char *err, size_t errlen)
 		snprintf(err, errlen, "cannot read the segment table");
 		return -1;
 	}
-	for (size_t i = 0; i < empty.n; i++) {
-		if (store_write(ternd.store, drop_empty, &empty.ids[i], err, errlen) < 0)
-			return -1;
+	/* Space first, then the database: on a full disk the files of empty
+	 * segments (and junk) are what holds the space a write needs. */
+	for (size_t i = 0; i < empty.n; i++)
 		spool_seg_remove(ternd.spool, empty.ids[i]);
-	}
-	free(empty.ids);
 	store_foreach_seg(ternd.store, keep_seg, &known);
 	spool_foreach_seg_file(ternd.spool, seg_file, &known);
 	spool_foreach_own_file(ternd.spool, own_file, NULL);
+	drop_empties(&empty);
+	free(empty.ids);
 	if (known.ncut) {
 		struct check c = {.l = &known};
 

@@ -32,6 +32,7 @@
 #include "smtp_cmd.h"
 #include "spanfile.h"
 #include "stats.h"
+#include "storage.h"
 #include "ternd.h"
 #include "textesc.h"
 #include "xalloc.h"
@@ -342,18 +343,38 @@ void relay_result_record(struct attempt *a, const struct conn *c, const struct c
 	job.write = apply_result;
 	job.arg = res;
 	if (commit_submit(&job) < 0) {
-		log_error("%s: cannot record the delivery attempt: %s", a->qid, job.err);
-	} else if (res->msg.sender == NULL) {
-		log_info("%s: removed from the queue during the delivery attempt", a->qid);
+		/* kept in memory, so that it is not sent again (storage.c) */
+		int kept = storage_keep(res, rt->name, job.err);
+
+		log_error("%s: cannot record the delivery attempt: %s%s", a->qid, job.err,
+			  kept ? ": kept in memory, not sent again"
+			  : " (too many outcomes kept: it may be sent again)");
 	} else {
-		log_outcomes(res);
-		if (spanfile_enabled())
-			emit_spans(res);
-		for (size_t i = 0; i < res->nout; i++)
-			stats_delivery(rt->name, res->out[i].state, res->out[i].esc);
-		result_committed(res);
+		relay_result_done(res, rt->name);
 	}
 	notice_draft_free(&res->draft);
+}
+
+/* relay_result_apply - apply_result, for an outcome recorded later (storage.c) */
+int relay_result_apply(struct store_txn *txn, void *arg)
+{
+	return apply_result(txn, arg);
+}
+
+/* relay_result_done - after the commit of an attempt to peer: log, spans,
+ * counts, the files of a message that left the queue */
+void relay_result_done(struct result *res, const char *peer)
+{
+	if (res->msg.sender == NULL) {
+		log_info("%s: removed from the queue during the delivery attempt", res->qid);
+		return;
+	}
+	log_outcomes(res);
+	if (spanfile_enabled())
+		emit_spans(res);
+	for (size_t i = 0; i < res->nout; i++)
+		stats_delivery(peer, res->out[i].state, res->out[i].esc);
+	result_committed(res);
 }
 
 

@@ -20,6 +20,7 @@
 #include "queue.h"
 #include "queue_ops.h"
 #include "smtp_reply.h"
+#include "store.h"
 
 struct attempt;
 struct conn;
@@ -68,6 +69,8 @@ struct q_rcpt *relay_result_rcpt(const struct result *res, uint32_t idx);
 void relay_outcome_fate(const struct conf *conf, uint64_t arrival_us, uint32_t attempts,
 			struct outcome *o, uint64_t now, uint64_t *next_us);
 void relay_result_record(struct attempt *a, const struct conn *c, const struct conf *conf);
+int relay_result_apply(struct store_txn *txn, void *arg);
+void relay_result_done(struct result *res, const char *peer);
 int relay_result_expire(const char *qid, unsigned uid, char *err, size_t len);
 
 #endif

@@ -34,6 +34,7 @@
 #include "sched.h"
 #include "smtp_cmd.h"
 #include "stats.h"
+#include "storage.h"
 #include "ternd.h"
 #include "textesc.h"
 #include "unroutable.h"
@@ -90,6 +91,8 @@ static int sched_offer_due(uint64_t next_us, const char *qid, uint32_t idx, void
 {
 	(void)next_us;
 	(void)idx;
+	if (storage_kept(qid))
+		return 0;	/* its outcome waits to be recorded: not sent again */
 	return sched_offer(arg, qid, 0) < 0 || relay_stopping();
 }
 
@@ -99,6 +102,8 @@ static int sched_offer_probe(uint64_t next_us, const char *qid, uint32_t idx, vo
 {
 	(void)next_us;
 	(void)idx;
+	if (storage_kept(qid))
+		return 0;
 	return sched_offer(arg, qid, 1) != 0 || relay_stopping();
 }
 
@@ -163,6 +168,8 @@ static int sched_peer(const char *peer, void *arg)
 	enum breaker_offer o;
 
 	if (p) {
+		if (storage_failing())
+			return relay_stopping();	/* no new delivery (storage.c) */
 		if ((o = peer_due(p, now_us())) != BREAKER_HOLD)
 			store_foreach_due(ternd.store, peer, now_us(),
 					  o == BREAKER_GO ? sched_offer_due : sched_offer_probe, p);
@@ -225,6 +232,7 @@ static void *sched_main(void *arg)
 		struct timespec t;
 
 		rr.n = 0;
+		storage_retry();
 		store_foreach_sched_peer(ternd.store, sched_peer, &rr);
 		for (size_t i = 0; i < rr.n && !relay_stopping(); i++) {
 			struct job job = {0};
@@ -308,6 +316,8 @@ int sched_load(struct attempt *a, struct peer_rt *home, const struct conf_peer *
 	a->home = a->to = home;
 	a->fd = -1;
 	memcpy(a->qid, qid, QID_LEN + 1);
+	if (storage_failing() || storage_kept(qid))
+		return 0;	/* no new delivery, nor again one not recorded (storage.c) */
 	if (p == NULL || (rc = store_get(ternd.store, qid, &a->m, &a->rcpts, &a->n)) != 0) {
 		if (rc == STORE_DAMAGED)
 			sched_hold_damaged(qid);

@@ -24,7 +24,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,6 +38,7 @@
 #include "stats.h"
 #include "smtp_cmd.h"
 #include "smtp_data.h"
+#include "storage.h"
 #include "ternd.h"
 #include "textesc.h"
 #include "traceparent.h"
@@ -252,17 +252,13 @@ static void txn_reset(struct session *s)
 	s->own_failed = 0;
 }
 
-/* storage_ok - room for one more message (queue_minfree, max_queue_messages) */
+/* storage_ok - room for one more message (max_queue_messages, and the
+ * reserve of free space: queue_minfree and what recording outcomes needs) */
 static int storage_ok(const struct conf *conf)
 {
-	struct statvfs fs;
-
 	if (ternd.queued >= (uint64_t)conf->ternd.max_queue_messages)
 		return 0;
-	if (statvfs(conf->global.spool_dir, &fs) == 0
-	    && (unsigned long long)fs.f_bavail * fs.f_frsize < conf->ternd.queue_minfree)
-		return 0;
-	return 1;
+	return storage_room(conf);
 }
 
 /* do_helo - HELO, EHLO, LHLO */

@@ -26,6 +26,7 @@
 #include "smtp_reply.h"
 #include "queue_ops.h"
 #include "stats.h"
+#include "storage.h"
 #include "ternd.h"
 #include "unroutable.h"
 
@@ -196,6 +197,7 @@ void stats_init(const struct conf *conf)
 					 "Span lines not written to otlp_spans_file (the writer "
 					 "could not keep up, or a write failed).", NULL, NULL, 0);
 	unroutable_init();
+	storage_init();
 	stats.conns_opened = metric_new(METRIC_COUNTER, "tern_connections_opened_total",
 					"Connections opened to the peer (greeting, EHLO and TLS done).",
 					"peer", NULL, 0);

@@ -728,7 +728,60 @@ static void print_row(const struct qshape_row *r, const char *key)
 	textesc_line(stdout, "%30s %6lu%s", key, r->total, counts);
 }
 
-/* cmd_stats - queue shape by age, like qshape */
+/* stats_storage - ask the running ternd for its storage state: 1 with
+ * the fields of its answer in f (state, outcomes kept, failing since,
+ * reserve, free octets); 0 when no ternd answers so */
+static int stats_storage(const struct ternq *q, char *line, size_t len, char **f)
+{
+	int fd = control_connect(q->conf, ms_now() + q->timeout_ms), k = 0, rc;
+	char *p = line;
+
+	if (fd < 0)
+		return 0;
+	rc = control_ask(fd, "storage\n", line, len, q->timeout_ms);
+	close(fd);
+	if (rc < 0)
+		return 0;
+	while (k < 5 && (f[k] = strsep(&p, "\t")) != NULL)
+		k++;
+	return k == 5 && p == NULL;
+}
+
+/* storage_print - the storage line of ternq stats */
+static void storage_print(const struct ternq *q, json_t *o)
+{
+	char line[512], *f[5];
+	int known = stats_storage(q, line, sizeof(line), f);
+	uint64_t kept = known ? strtoull(f[1], NULL, 10) : 0, since = known ? strtoull(f[2], NULL, 10) : 0;
+	uint64_t reserve = known ? strtoull(f[3], NULL, 10) : 0, have = known ? strtoull(f[4], NULL, 10) : 0;
+
+	if (o && !known) {
+		json_object_set_new(o, "storage", json_null());
+	} else if (o) {
+		json_t *st = json_object();
+
+		json_object_set_new(st, "state", jstr(f[0]));
+		json_object_set_new(st, "kept_outcomes", json_integer((json_int_t)kept));
+		json_object_set_new(st, "failing_since_us", json_integer((json_int_t)since));
+		json_object_set_new(st, "reserve_bytes", json_integer((json_int_t)reserve));
+		json_object_set_new(st, "free_bytes", json_integer((json_int_t)have));
+		json_object_set_new(o, "storage", st);
+	} else if (!known) {
+		printf("storage: unknown (no answer from ternd)\n");
+	} else if (strcmp(f[0], "failing") == 0) {
+		printf("storage: failing for %llu s: delivery outcomes cannot be committed, %llu kept "
+		       "in memory; no new delivery\n",
+		       (unsigned long long)(q->now > since ? (q->now - since) / 1000000 : 0),
+		       (unsigned long long)kept);
+	} else {
+		printf("storage: %s: %llu KB free, reserve %llu KB%s\n", strcmp(f[0], "reserve") == 0
+		       ? "reserve" : "ok", (unsigned long long)(have / 1024),
+		       (unsigned long long)(reserve / 1024), strcmp(f[0], "reserve") == 0
+		       ? ": ingest refused (452 4.3.1)" : "");
+	}
+}
+
+/* cmd_stats - queue shape by age, like qshape, and the storage state */
 static int cmd_stats(struct ternq *q)
 {
 	struct qshape s = {.by_peer = strcmp(q->by, "peer") == 0, .now_us = q->now};
@@ -757,6 +810,7 @@ static int cmd_stats(struct ternq *q)
 			json_array_append_new(rows, row);
 		}
 		json_object_set_new(o, "rows", rows);
+		storage_print(q, o);
 		print_json(o);
 	} else {
 		printf("%30s %6s", "", "T");
@@ -766,6 +820,7 @@ static int cmd_stats(struct ternq *q)
 		print_row(&s.all, "TOTAL");
 		for (size_t i = 0; i < s.n; i++)
 			print_row(&s.rows[i], s.rows[i].key);
+		storage_print(q, NULL);
 	}
 	qshape_free(&s);
 	return 0;

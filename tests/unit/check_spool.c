@@ -339,6 +339,28 @@ START_TEST(test_segments)
 }
 END_TEST
 
+/* A failed start of a segment leaves no file, and keeps its number. */
+START_TEST(test_abandon_empty)
+{
+	struct iovec one[] = {{"x", 1}};
+	uint64_t id, off;
+
+	spool_start_segment(sp, 20);
+	ck_assert_int_eq(spool_abandon_segment(sp), 0);	/* nothing made: stays current */
+	ck_assert_int_eq(seg_size("0000000000000014"), -1);
+	append(one, 1, 20, 0);
+	ck_assert_int_eq(spool_abandon_segment(sp), 1);	/* data in it: a new one is needed */
+	ck_assert_int_eq(seg_size("0000000000000014"), 1);
+	/* a file of that name not made here: left alone, and a new one needed */
+	spool_start_segment(sp, 20);
+	errno = 0;
+	ck_assert_int_eq(spool_append(sp, one, 1, 1, &id, &off), -1);
+	ck_assert_int_eq(errno, EEXIST);
+	ck_assert_int_eq(spool_abandon_segment(sp), 1);
+	ck_assert_int_eq(seg_size("0000000000000014"), 1);
+}
+END_TEST
+
 /* append_one - a segment of its own holding len octets */
 static void append_one(uint64_t id, size_t len)
 {
@@ -609,6 +631,7 @@ int main(void)
 	tcase_add_test(tc, test_append_eintr);
 	tcase_add_test(tc, test_append_no_progress);
 	tcase_add_test(tc, test_segments);
+	tcase_add_test(tc, test_abandon_empty);
 	tcase_add_test(tc, test_truncate);
 	tcase_add_test(tc, test_own_files);
 	tcase_add_test(tc, test_open_body);

@@ -1,0 +1,42 @@
+/*
+ * storage.h - what ternd does when its storage cannot record what it
+ * does: the storage state (ok, reserve, failing), the outcomes of
+ * delivery attempts that could not be committed, kept in memory so that
+ * their messages are never sent again while ternd runs, and the reserve
+ * of free space kept for recording outcomes, below which ingest is
+ * refused. Never writes to the store but through the committer, and never
+ * decides a delivery's outcome.
+ */
+#ifndef TERN_STORAGE_H
+#define TERN_STORAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "conf.h"
+
+struct result;
+
+/* Outcomes kept in memory at most; past it, one is not kept (logged): its
+ * message stays due in the queue database and may be sent again. */
+#define STORAGE_KEEP_MAX 4096
+/* Free space the reserve keeps per transaction in flight: what recording
+ * one outcome may take (the DSN it may cause, at most DSN_HEADERS_MAX plus
+ * DSN_FULL_MAX octets and its framing, and the history, recipient and
+ * copied database pages), rounded up. */
+#define STORAGE_OUTCOME_RESERVE ((uint64_t)256 * 1024)
+enum storage_state { STORAGE_OK, STORAGE_RESERVE, STORAGE_FAILING };
+
+void storage_init(void);
+int storage_failing(void);
+int storage_kept(const char *qid);
+int storage_keep(struct result *res, const char *peer, const char *why);
+void storage_committed(void);
+void storage_retry(void);
+uint64_t storage_reserve(const struct conf *conf);
+int storage_room(const struct conf *conf);
+enum storage_state storage_state(uint64_t *kept, uint64_t *since_us);
+const char *storage_state_name(enum storage_state s);
+void storage_describe(char *buf, size_t len);
+
+#endif
