@@ -16,7 +16,9 @@ every INTERVAL seconds, to one recipient at DOMAIN through HOST:PORT, each
 with a unique X-Probe header. For each it takes the time from the client
 reading the 250 to the end of data to the sink reading that message's
 end of data (the same clock: time.monotonic in one process), and prints
-one line per sample, then "samples=N delivered=N p50_ms=X max_ms=Y".
+one line per sample (negative when the sink had it before the client read
+its 250), then "samples=N delivered=N p50_ms=X p99_ms=X max_ms=X
+over_100ms=N".
 Exits 1 if a message is refused or not delivered within 10 s.
 """
 import socket
@@ -192,8 +194,10 @@ def latency(addr, sink_port, samples, interval, domain):
         time.sleep(interval)
     lat.sort()
     p50 = lat[(len(lat) - 1) // 2] if lat else float("nan")
-    print("samples=%d delivered=%d p50_ms=%.1f max_ms=%.1f"
-          % (samples, len(lat), p50, lat[-1] if lat else float("nan")))
+    p99 = lat[(len(lat) * 99 + 99) // 100 - 1] if lat else float("nan")
+    print("samples=%d delivered=%d p50_ms=%.1f p99_ms=%.1f max_ms=%.1f over_100ms=%d"
+          % (samples, len(lat), p50, p99, lat[-1] if lat else float("nan"),
+             sum(1 for x in lat if x > 100)))
     return rc
 
 
