@@ -46,6 +46,37 @@
 # ternd runs with max_queue_messages = 2 x QUEUED (the default, 1000000,
 # would refuse the last messages of a 1M fill) and otherwise defaults.
 # Not a test: no TAP; exits non-zero if the fill or a restart fails.
+#
+# CASE=dead-peer: the second case (issue 18): RCPTS recipients (1,000,000)
+# deferred to a peer that refuses connections (a loopback port nobody
+# listens on), held by its circuit breaker for DURATION seconds (240; the
+# issue's full run is DURATION=1800), while a live peer (a sink in
+# bench/rcpt-load.py) gets one message every LAT_EVERY seconds (10).
+# The backlog is built by bench/rcpt-load.py fill: RCPTS / PER_MSG messages
+# (PER_MSG [1000] = ternd's default recipient_limit) over FILL_SESSIONS
+# [4] pipelined sessions, while the peer is already refusing (so the
+# breaker opens after breaker_failures = 5 attempts and the rest of the
+# fill is held unread). Both peers have ternd's defaults (breaker_cooldown
+# 30s, breaker_max_cooldown 10m, min_idle 2, max_connections 16), tls =
+# none. Measured over the hold (samples every SAMPLE [60] seconds and in
+# total), targets in brackets:
+#   - ternd's CPU from /proc/PID/stat (utime + stime), % of one core [< 1];
+#   - queue-database write transactions: the committer's group commits
+#     (tern_commit_batch_messages_count; one LMDB write transaction each)
+#     and the jobs in them (_sum), per minute, against the probes (the
+#     log's "half-open: probing" lines) and the live messages (each is an
+#     acceptance and a delivery) [bounded by those, not by RCPTS];
+#   - connections tried to the dead peer (tern_connections_tried_total)
+#     and the breaker's transitions (log lines);
+#   - a live message's delivery: the client's 250 to the sink's end of
+#     data, per sample, p50 and max [<= 100 ms];
+#   - RSS: VmRSS, RssAnon, RssFile with 0 queued (after the start) and with
+#     the backlog (after the fill, at the end of the hold, and after a
+#     restart with the backlog), the growth divided by RCPTS (and by the
+#     messages) [<= 64 B per queued recipient].
+#
+#     sudo CASE=dead-peer bench/queue-scale.sh                # 4 min hold
+#     sudo CASE=dead-peer DURATION=1800 bench/queue-scale.sh  # the full 30 min
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -63,6 +94,13 @@ FILL_STEPS=${FILL_STEPS:-10}
 SETTLE=${SETTLE:-2}
 IDLE=${IDLE:-10}
 BENCH_TMPDIR=${BENCH_TMPDIR:-/var/tmp}
+CASE=${CASE:-fill}
+RCPTS=${RCPTS:-1000000}
+PER_MSG=${PER_MSG:-1000}
+FILL_SESSIONS=${FILL_SESSIONS:-4}
+DURATION=${DURATION:-240}
+SAMPLE=${SAMPLE:-60}
+LAT_EVERY=${LAT_EVERY:-10}
 
 ternd_bin=${TERND:-$(built src/ternd/ternd)}
 ternq_bin=${TERNQ:-$(built src/ternq/ternq)}
@@ -75,7 +113,16 @@ done
 for b in "$ternd_bin" "$ternq_bin" "$blast_bin"; do
 	[ -x "$b" ] || die "$b not built (run make -j2 in $top_src or build/)"
 done
-require_uint QUEUED SIZE SESSIONS FILL_STEPS SETTLE IDLE
+require_uint QUEUED SIZE SESSIONS FILL_STEPS SETTLE IDLE RCPTS PER_MSG FILL_SESSIONS DURATION SAMPLE LAT_EVERY
+case $CASE in
+fill) ;;
+dead-peer)
+	[ "$PER_MSG" -gt 0 ] && [ "$RCPTS" -ge "$PER_MSG" ] && [ "$SAMPLE" -gt 0 ] && [ "$LAT_EVERY" -gt 0 ] ||
+		die "PER_MSG, SAMPLE and LAT_EVERY must be > 0, RCPTS >= PER_MSG"
+	QUEUED=$((RCPTS / PER_MSG)) # messages, for the space check below
+	;;
+*) die "CASE must be fill or dead-peer" ;;
+esac
 [ "$QUEUED" -gt 0 ] && [ "$SESSIONS" -gt 0 ] && [ "$FILL_STEPS" -gt 0 ] ||
 	die "QUEUED, SESSIONS and FILL_STEPS must be > 0"
 [ -d "$BENCH_TMPDIR" ] && [ -w "$BENCH_TMPDIR" ] || die "BENCH_TMPDIR $BENCH_TMPDIR is not a writable directory"
@@ -86,6 +133,7 @@ esac
 # Space: body + Received: field (~300 bytes) in the spool, ~1 KB of LMDB
 # records and B-tree per message (generous), plus 1 GB and queue_minfree.
 need_kb=$(((QUEUED * (SIZE + 2048) / 1024) + 1024 * 1024 + 100 * 1024))
+[ "$CASE" = dead-peer ] && need_kb=$((RCPTS * 400 / 1024 + 1024 * 1024 + 100 * 1024))
 avail_kb=$(df --output=avail -k "$BENCH_TMPDIR" | tail -n 1 | tr -d ' ')
 [ "$avail_kb" -ge "$need_kb" ] ||
 	die "not enough space on $BENCH_TMPDIR: $((avail_kb / 1024)) MB free, about $((need_kb / 1024)) MB needed (lower QUEUED)"
@@ -220,21 +268,32 @@ restart() {
 	restart_greeted[$kind]=$gr
 }
 
+# case_start PARAMS FILL TOOL - the command, the facts, the binaries
+# (private copies, with TOOL, below a new $top) and the storage lines
+case_start() {
+	echo "command:  ${cmdline}  ($1 BENCH_TMPDIR=$BENCH_TMPDIR)"
+	echo "fill:     $2"
+	bench_facts
+	bench_tree
+	echo "tern:     $("$ternd_bin" -V 2>&1) ($ternd_bin, sha256 $(sha "$ternd_bin"))"
+	ensure_tern_user || die "cannot create user tern"
+	top=$(tap_tmpdir) || die "mktemp failed"
+	bench_copy_tern "$top" "$ternd_bin" "$ternq_bin" "$3"
+	echo "storage:  $top: $fstype on $(df --output=source "$top" | tail -n 1), $((avail_kb / 1024)) MB free, about $((need_kb / 1024)) MB needed"
+}
+
 declare -A restart_started restart_greeted
 clk_tck=$(getconf CLK_TCK)
+if [ "$CASE" = dead-peer ]; then
+	# shellcheck source=queue-scale-dead-peer.sh
+	. "$here/queue-scale-dead-peer.sh"
+	exit 0
+fi
 
 echo "== ternd queue scale: RSS and restart time with a large queue"
-echo "command:  ${cmdline}  (QUEUED=$QUEUED SIZE=$SIZE SESSIONS=$SESSIONS FILL_STEPS=$FILL_STEPS BENCH_TMPDIR=$BENCH_TMPDIR)"
-echo "fill:     smtp-blast -c $SESSIONS -n $((QUEUED / FILL_STEPS)) -s $SIZE 127.0.0.1:PORT, $FILL_STEPS times"
-bench_facts
-bench_tree
-echo "tern:     $("$ternd_bin" -V 2>&1) ($ternd_bin, sha256 $(sha "$ternd_bin"))"
-
-ensure_tern_user || die "cannot create user tern"
-top=$(tap_tmpdir) || die "mktemp failed"
-bench_copy_tern "$top" "$ternd_bin" "$ternq_bin" "$blast_bin"
+case_start "QUEUED=$QUEUED SIZE=$SIZE SESSIONS=$SESSIONS FILL_STEPS=$FILL_STEPS" \
+	"smtp-blast -c $SESSIONS -n $((QUEUED / FILL_STEPS)) -s $SIZE 127.0.0.1:PORT, $FILL_STEPS times" "$blast_bin"
 blast=$top/bin/smtp-blast
-echo "storage:  $top: $fstype on $(df --output=source "$top" | tail -n 1), $((avail_kb / 1024)) MB free, about $((need_kb / 1024)) MB needed"
 
 ternd_setup "$top/t" "max_queue_messages = $((QUEUED * 2))" || die "ternd did not start"
 echo "ternd:    pid $TERND_PID, smtp 127.0.0.1:$TERND_PORT"

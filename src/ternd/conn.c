@@ -315,6 +315,7 @@ static int tcp_connect(struct conn *c, const char *host, int port, long long dea
 	}
 	for (a = ai; a && fd < 0; a = a->ai_next) {
 		addr_text(a, addr, sizeof(addr));
+		metric_add(stats.conns_tried, 1, c->peer->name);
 		fd = connect_addr(a, deadline, &err);
 	}
 	freeaddrinfo(ai);

@@ -611,11 +611,14 @@ static void *relay_worker(void *arg)
 		}
 		if (rt->q.count == 0) {
 			uint64_t now = now_us();
+			/* a breaker that is not closed holds the warm ones too */
+			int closed = rt->br.state == BREAKER_CLOSED;
 
 			pthread_mutex_unlock(&rt->lock);
 			if (c.fd >= 0 && !conn_alive(&c))
 				conn_close(&c, 0);
-			if (warm && c.fd < 0 && now - last_try > (uint64_t)p->connect_timeout * 1000) {
+			if (warm && closed && c.fd < 0
+			    && now - last_try > (uint64_t)p->connect_timeout * 1000) {
 				/* min_idle: keep a connection ready, EHLO and TLS done */
 				last_try = now;
 				if (peer_connect(rt, p, &c) == 0)

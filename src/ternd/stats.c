@@ -134,6 +134,7 @@ void stats_peer(const char *peer)
 	metric_series(stats.transmission, peer);
 	metric_series(stats.queue_delay, peer);
 	metric_series(stats.conns_opened, peer);
+	metric_series(stats.conns_tried, peer);
 	metric_series(stats.conns, peer, "idle");
 	metric_series(stats.conns, peer, "busy");
 	for (size_t i = 0; i < N(yes_no); i++) {
@@ -201,6 +202,9 @@ void stats_init(const struct conf *conf)
 	stats.conns_opened = metric_new(METRIC_COUNTER, "tern_connections_opened_total",
 					"Connections opened to the peer (greeting, EHLO and TLS done).",
 					"peer", NULL, 0);
+	stats.conns_tried = metric_new(METRIC_COUNTER, "tern_connections_tried_total",
+				       "TCP connections tried to the peer's addresses, refused "
+				       "and failed ones too.", "peer", NULL, 0);
 	stats.conns = metric_new(METRIC_GAUGE, "tern_connections",
 				 "Open connections to the peer, idle or busy with a transaction.",
 				 "peer,state", NULL, 0);

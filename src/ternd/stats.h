@@ -13,7 +13,7 @@ struct stats {
 	struct metric *received, *rcpts_received, *deliveries, *transmission, *queue_delay;
 	struct metric *queue, *oldest, *notices, *conns_opened, *conns, *transactions;
 	struct metric *tls_handshakes, *tls_seconds, *breaker, *batch, *commit_seconds, *bytes;
-	struct metric *codes, *queue_rcpts, *spans_dropped, *unroutable;
+	struct metric *codes, *queue_rcpts, *spans_dropped, *unroutable, *conns_tried;
 };
 
 extern struct stats stats;

@@ -14,6 +14,10 @@
 #      breaker opens once; over 10 s each probe is one connection and two
 #      transitions (half-open, open again), the cooldown doubling per
 #      failed probe (2 s, then 4 s, then 8 s); it never closes
+#   4. a peer that refuses connections, with min_idle 2 warm connections
+#      retried every connect_timeout (1 s): once its breaker is open, no
+#      connection is tried at all (tern_connections_tried_total), the warm
+#      ones neither
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib/tap.sh"
@@ -29,6 +33,7 @@ top=$(tap_tmpdir)
 tx_port=$(free_port)
 mute_port=$(free_port)
 m_port=$(free_port)
+refused_port=$(free_port) # nobody listens there
 python3 "$here/../lib/hostile_peer.py" "$tx_port" "$top/tx421.log" 421:dot >"$top/tx421.out" 2>&1 &
 tap_bg_register $!
 python3 "$here/../lib/hostile_peer.py" "$mute_port" "$top/mute.log" stall:greeting >"$top/mute.out" 2>&1 &
@@ -44,7 +49,9 @@ TERND_PEERS=$(
 		"breaker_failures = 1000" "breaker_cooldown = 2s" "breaker_max_cooldown = 8s"
 	peer mute "$mute_port" "max_connections = 8" "connect_timeout = 2s" "breaker_failures = 3" \
 		"breaker_cooldown = 6s" "breaker_max_cooldown = 60s"
-	printf '%s\n' "[routes]" "tx421.test = tx421" "mute.test = mute"
+	printf '%s\n' "[peer refused]" "host = [127.0.0.1]" "port = $refused_port" "tls = none" "min_idle = 2" \
+		"connect_timeout = 1s" "breaker_failures = 1" "breaker_cooldown = 60s"
+	printf '%s\n' "[routes]" "tx421.test = tx421" "mute.test = mute" "refused.test = refused"
 )
 export TERND_PEERS
 ternd_setup "$top/t" "min_backoff = 60s" "max_backoff = 60s" "metrics_listen = 127.0.0.1:$m_port" || exit 1
@@ -117,6 +124,26 @@ tap_check "3: after it opened, connections: the probes and at most the 2 in flig
 	test "$((c_end - c_open))" -le "$((probes + 2))"
 tap_is "3: every connection the peer saw is one logged attempt" "$c_end" \
 	"$(nlog ': [0-9A-Z]{13}: to=<fred@tx421\.test>, relay=127\.0\.0\.1\[127\.0\.0\.1\]:[0-9]+, .*status=deferred ')"
+
+# --- 4. a refusing peer: no connection tried while open, warm ones neither ----------------
+
+# tried - connections tried to the refusing peer (tern_connections_tried_total)
+tried() {
+	curl -s --max-time 10 "http://127.0.0.1:$m_port/metrics" |
+		sed -n 's/^tern_connections_tried_total{peer="refused"} \([0-9]*\)$/\1/p'
+}
+w0=$(tried)
+sleep 3
+w1=$(tried)
+tap_check "4: closed, with no mail: the 2 warm connections are retried each second ($w0 -> $w1)" \
+	test "$((w1 - w0))" -ge 2
+send ref1 r@example.org ref1@refused.test --header "Subject: refused" >/dev/null
+tap_check "4: the breaker opens after 1 failure" wait_until 15 _atleast 1 \
+	': warning: peer refused: circuit breaker open for 60s after 1 failure \(connect to 127\.0\.0\.1\[127\.0\.0\.1\]:[0-9]+: Connection refused\); its mail waits$'
+sleep 1.5
+o0=$(tried)
+sleep 4
+tap_is "4: while it is open, no connection is tried over 4 s, warm ones neither" "$(tried)" "$o0"
 
 ternd_stop_checked
 tap_done
