@@ -116,11 +116,13 @@ has_variant() {
 	return 1
 }
 
-# milter_addr - print "LISTEN PF_ADDR" for milter NAME (socket per MILTER_SOCKET)
+# milter_addr - print "LISTEN PF_ADDR" for milter NAME run as USER (socket
+# per MILTER_SOCKET; a unix one in a directory of USER's own)
 milter_addr() {
 	local port
 	if [ "$MILTER_SOCKET" = unix ]; then
-		echo "unix:$top/$1.sock unix:$top/$1.sock"
+		install -d -o "$2" -m 0755 "$top/$1.sock.d" || die "cannot make $top/$1.sock.d"
+		echo "unix:$top/$1.sock.d/sock unix:$top/$1.sock.d/sock"
 	else
 		port=$(free_port) || die "no free port"
 		echo "inet:$port@127.0.0.1 inet:127.0.0.1:$port"
@@ -145,7 +147,7 @@ start_milter_wait() {
 # start_tern - tern-milter (binary $2) as variant $1, default checks
 start_tern() {
 	local name=$1 bin=$2 listen pfaddr
-	read -r listen pfaddr <<<"$(milter_addr "$name")"
+	read -r listen pfaddr <<<"$(milter_addr "$name" tern)"
 	mkdir -p "$top/$name" && cp "$bin" "$top/$name/tern-milter" &&
 		chmod 0755 "$top/$name/tern-milter" || die "cannot copy $bin"
 	# Its own state_dir (the journal), tern's as deployed.
@@ -166,7 +168,7 @@ start_tern() {
 # start_null - bench/null-milter
 start_null() {
 	local listen pfaddr
-	read -r listen pfaddr <<<"$(milter_addr null)"
+	read -r listen pfaddr <<<"$(milter_addr null nobody)"
 	cp "$null_bin" "$top/null-milter" && chmod 0755 "$top/null-milter" || die "cannot copy $null_bin"
 	# setpriv execs (runuser would fork): the PID is the milter's own
 	setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$top/null-milter" -p "$listen" -H X-Null-Milter >"$top/null.log" 2>&1 &
@@ -181,7 +183,7 @@ start_null() {
 # start_opendkim - OpenDKIM in the foreground, signing for example.org
 start_opendkim() {
 	local listen pfaddr d
-	read -r listen pfaddr <<<"$(milter_addr opendkim)"
+	read -r listen pfaddr <<<"$(milter_addr opendkim opendkim)"
 	# OpenDKIM refuses a configuration or key below a directory others may
 	# write (such as /dev/shm or /tmp): its own directory below /run.
 	d=$(mktemp -d /run/bench-opendkim.XXXXXX) || die "mktemp below /run failed"
