@@ -40,6 +40,8 @@
 #include "privs.h"
 #include "xalloc.h"
 
+#define MILTER_THREAD_STACK (512 * 1024)
+
 static pthread_mutex_t milter_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t milter_idle = PTHREAD_COND_INITIALIZER;
 static struct milter_cfg *milter_current;
@@ -194,6 +196,32 @@ static void nodelay_listeners(void)
 	}
 }
 
+/*
+ * small_stacks - the default stack of threads made from now on.
+ * libmilter starts a thread per MTA connection with default attributes,
+ * and glibc's default stack (RLIMIT_STACK, 8 MB here) fills its cache of
+ * stacks (40 MB) with five of them: every further connection mapped,
+ * guarded and unmapped a stack of its own (measured with strace -c: one
+ * mmap/mprotect/munmap per message under 20 connections; bench/RESULTS.md,
+ * issue 17). The callbacks' deepest frames (tm_eom, log lines, libsodium,
+ * LMDB in the journal thread) use tens of KB.
+ */
+static void small_stacks(void)
+{
+	pthread_attr_t attr;
+	int rc;
+
+	if ((rc = pthread_attr_init(&attr)) != 0)
+		goto fail;
+	if ((rc = pthread_attr_setstacksize(&attr, MILTER_THREAD_STACK)) == 0)
+		rc = pthread_setattr_default_np(&attr);
+	pthread_attr_destroy(&attr);
+	if (rc == 0)
+		return;
+fail:
+	log_warning("cannot set the threads' stack size: %s", strerror(rc));
+}
+
 /* open_socket - libmilter's socket; a unix one is made, stale one removed,
  * by the run-time user with mode 0660 and socket_group (privs_fs_enter):
  * root never touches a name in a directory that user can write */
@@ -345,6 +373,7 @@ int main(int argc, char **argv)
 	sigaddset(&usr1, SIGUSR1);
 	sigaddset(&usr1, SIGUSR2);
 	signal(SIGPIPE, SIG_IGN);
+	small_stacks();		/* before the first thread */
 	if (pthread_create(&tid, NULL, signal_thread, &usr1) != 0)
 		log_fatal("cannot start the signal thread");
 	pthread_detach(tid);
