@@ -18,7 +18,10 @@
  * store never runs with MDB_NOSYNC: on a file system that does not keep
  * write order, pages freed and reused could be lost under a durable meta
  * page), but off the reply path, and with every batch that waits for it in
- * the same transaction: at most COMMIT_SLOTS batches are in flight. That
+ * the same transaction: at most COMMIT_SLOTS batches are in flight. As
+ * their mail is safe in the log, the writer lets them gather (lag_wait:
+ * COMMIT_GROUP batches, or COMMIT_LAG_US for the oldest) unless a job
+ * waits for its answer, the appender waits to rotate, or ternd stops. That
  * transaction moves the segment's committed length, the log's checkpoint;
  * recovery replays the records past it. The relay learns of a message only
  * from LMDB (relay_kick after the commit), so nothing is delivered, and no
@@ -67,7 +70,9 @@
 #include "ternd.h"
 
 #define COMMIT_BATCH_LIMIT 1024
-#define COMMIT_SLOTS 8			/* batches in flight: appended, not yet in LMDB */
+#define COMMIT_SLOTS 16			/* batches in flight: appended, not yet in LMDB */
+#define COMMIT_GROUP 12			/* batches waiting that the writer takes at once */
+#define COMMIT_LAG_US 25000		/* or once the oldest has waited that long */
 #define COMMIT_RETRIES 30		/* LMDB writes of acknowledged mail tried */
 #define PRUNE_MAX 1000			/* history records dropped per pass */
 #define HIST_INDEX_LAG 65536		/* history records left to index when busy */
@@ -113,6 +118,8 @@ struct batch {
 	int closes_seg;			/* it filled the segment: no more appends there */
 	int in_flight;			/* handed to the writer, not finished */
 	uint64_t started;		/* when the appender took it */
+	uint64_t handed;		/* when it was handed to the writer */
+	int waits;			/* a job of it waits for the LMDB commit */
 };
 
 /* The batches the writer records in one transaction. */
@@ -131,6 +138,7 @@ static struct {
 	struct batch *waiting[COMMIT_SLOTS];	/* appended and flushed, not yet taken */
 	size_t nwaiting;
 	int in_flight;			/* batches handed over and not finished */
+	int rotating;			/* the appender waits for in_flight == 0 */
 	int closed;			/* the appender has stopped */
 } stage = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 static struct batch batches[COMMIT_SLOTS];
@@ -309,6 +317,10 @@ static void observe(const struct batch *b)
 /* hand_over - give an appended batch to the writer */
 static void hand_over(struct batch *b)
 {
+	b->handed = now_us();
+	b->waits = 0;
+	for (size_t i = 0; i < b->n; i++)
+		b->waits |= b->jobs[i] != NULL;	/* not answered from the log */
 	pthread_mutex_lock(&stage.lock);
 	b->in_flight = 1;	/* a slot free for it: never more waiting than slots */
 	stage.in_flight++;
@@ -326,7 +338,10 @@ static void rotate_when_idle(int abandoned)
 	char err[256];
 
 	pthread_mutex_lock(&stage.lock);
+	stage.rotating = 1;	/* the writer commits at once */
+	pthread_cond_broadcast(&stage.cond);
 	stage_wait(stage.in_flight == 0);
+	stage.rotating = 0;
 	pthread_mutex_unlock(&stage.lock);
 	if (abandoned && wal_abandon(old, err, sizeof(err)) < 0)
 		log_error("cannot close spool segment %016" PRIx64 ": %s", old, err);
@@ -428,6 +443,35 @@ static uint64_t index_while_idle(void)
 	return left;
 }
 
+/* commit_now - under stage.lock: the batches waiting are recorded now */
+static int commit_now(void)
+{
+	if (stage.nwaiting == 0 || stage.nwaiting >= COMMIT_GROUP || stage.closed || stage.rotating)
+		return 1;
+	for (size_t i = 0; i < stage.nwaiting; i++)
+		if (stage.waiting[i]->waits)
+			return 1;	/* a queue change, or a notification: not from the log */
+	return now_us() - stage.waiting[0]->handed >= COMMIT_LAG_US;
+}
+
+/*
+ * lag_wait - under stage.lock: the acknowledged mail of the batches
+ * waiting is safe in the log, so their LMDB transaction may wait for more
+ * of them (COMMIT_GROUP, or COMMIT_LAG_US): fewer flushes per message, at
+ * the cost of the relay seeing the mail that much later. Nothing that
+ * waits for its answer is held up.
+ */
+static void lag_wait(void)
+{
+	while (!commit_now()) {
+		uint64_t waited = now_us() - stage.waiting[0]->handed;
+		struct timespec t;
+
+		clock_deadline(&t, 1 + (long long)((COMMIT_LAG_US - waited) / 1000));
+		pthread_cond_timedwait(&stage.cond, &stage.lock, &t);
+	}
+}
+
 /* group_commit - the group's LMDB transaction; a group holding
  * acknowledged mail is tried again until it is in (or ternd stops) */
 static int group_commit(struct group *g, char *err, size_t errlen)
@@ -480,6 +524,7 @@ static void *writer_main(void *arg)
 		} else {
 			stage_wait(stage.nwaiting > 0 || stage.closed);
 		}
+		lag_wait();
 		g.n = g.acked = 0;
 		for (size_t i = 0; i < stage.nwaiting; i++) {
 			g.b[g.n++] = stage.waiting[i];
