@@ -20,9 +20,10 @@
  * page), but off the reply path, and with every batch that waits for it in
  * the same transaction: at most COMMIT_SLOTS batches are in flight. As
  * their mail is safe in the log, the writer lets them gather (lag_wait:
- * COMMIT_GROUP batches, or COMMIT_LAG_US for the oldest) unless a job
- * waits for its answer, the appender waits to rotate, or ternd stops. That
- * transaction moves the segment's committed length, the log's checkpoint;
+ * COMMIT_GROUP batches, or COMMIT_LAG_US for the oldest) while mail
+ * keeps coming (no pause of COMMIT_IDLE_US), unless a job waits for its
+ * answer, the appender waits to rotate, or ternd stops. That transaction
+ * moves the segment's committed length, the log's checkpoint;
  * recovery replays the records past it. The relay learns of a message only
  * from LMDB (relay_kick after the commit), so nothing is delivered, and no
  * queue change meets a message, before it is recorded. Jobs that are not
@@ -73,6 +74,7 @@
 #define COMMIT_SLOTS 16			/* batches in flight: appended, not yet in LMDB */
 #define COMMIT_GROUP 12			/* batches waiting that the writer takes at once */
 #define COMMIT_LAG_US 25000		/* or once the oldest has waited that long */
+#define COMMIT_IDLE_US 2000		/* or once no job has come for that long */
 #define COMMIT_RETRIES 30		/* LMDB writes of acknowledged mail tried */
 #define PRUNE_MAX 1000			/* history records dropped per pass */
 #define HIST_INDEX_LAG 65536		/* history records left to index when busy */
@@ -84,6 +86,7 @@ static time_t last_reader_check;
 static time_t last_prune;
 static time_t last_index_warning;
 static int appender_waits;		/* the appender is in take_batch (ternd.lock) */
+static _Atomic uint64_t appender_idle;	/* since when it waits for jobs, or 0 (ternd.lock) */
 static int hist_unindexed = 1;		/* records may wait for their index (writer) */
 
 static pthread_t appender_thread, writer_thread;
@@ -217,6 +220,13 @@ static size_t take_batch(struct job **jobs, size_t max)
 		while (ternd.head == NULL && !ternd.stopping) {
 			struct timespec t;
 
+			if (!appender_idle) {
+				/* no more mail for now: the writer need not wait for it */
+				pthread_mutex_lock(&stage.lock);
+				appender_idle = now_us();
+				pthread_cond_broadcast(&stage.cond);
+				pthread_mutex_unlock(&stage.lock);
+			}
 			clock_deadline(&t, 60000);
 			if (pthread_cond_timedwait(&ternd.work, &ternd.lock, &t) == ETIMEDOUT)
 				break;
@@ -240,6 +250,7 @@ static size_t take_batch(struct job **jobs, size_t max)
 	if (ternd.head == NULL)
 		ternd.tail = &ternd.head;
 	appender_waits = 0;
+	appender_idle = 0;
 	pthread_mutex_unlock(&ternd.lock);
 	return n;
 }
@@ -446,8 +457,11 @@ static uint64_t index_while_idle(void)
 /* commit_now - under stage.lock: the batches waiting are recorded now */
 static int commit_now(void)
 {
-	if (stage.nwaiting == 0 || stage.nwaiting >= COMMIT_GROUP || stage.closed || stage.rotating)
-		return 1;
+	uint64_t idle = appender_idle;
+
+	if (stage.nwaiting == 0 || stage.nwaiting >= COMMIT_GROUP || stage.closed || stage.rotating
+	    || (idle && now_us() - idle >= COMMIT_IDLE_US))
+		return 1;	/* idle: no batch is coming to join them soon */
 	for (size_t i = 0; i < stage.nwaiting; i++)
 		if (stage.waiting[i]->waits)
 			return 1;	/* a queue change, or a notification: not from the log */
@@ -457,9 +471,10 @@ static int commit_now(void)
 /*
  * lag_wait - under stage.lock: the acknowledged mail of the batches
  * waiting is safe in the log, so their LMDB transaction may wait for more
- * of them (COMMIT_GROUP, or COMMIT_LAG_US): fewer flushes per message, at
- * the cost of the relay seeing the mail that much later. Nothing that
- * waits for its answer is held up.
+ * of them (COMMIT_GROUP, or COMMIT_LAG_US) while more are coming: fewer
+ * flushes per message under load, at the cost of the relay seeing the
+ * mail that much later. Nothing that waits for its answer is held up, and
+ * an idle ternd commits after COMMIT_IDLE_US.
  */
 static void lag_wait(void)
 {
@@ -467,7 +482,8 @@ static void lag_wait(void)
 		uint64_t waited = now_us() - stage.waiting[0]->handed;
 		struct timespec t;
 
-		clock_deadline(&t, 1 + (long long)((COMMIT_LAG_US - waited) / 1000));
+		clock_deadline(&t, appender_idle ? 1 + COMMIT_IDLE_US / 1000
+			       : 1 + (long long)((COMMIT_LAG_US - waited) / 1000));
 		pthread_cond_timedwait(&stage.cond, &stage.lock, &t);
 	}
 }
