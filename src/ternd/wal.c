@@ -34,8 +34,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <sodium.h>
-
 #include "log.h"
 #include "ternd.h"
 #include "wal.h"
@@ -275,27 +273,17 @@ struct replay {
 	size_t cap;
 };
 
-/* body_ok - a record's body is there, whole, and matches its digest */
-static int body_ok(int fd, const struct wal_rec *r, uint64_t at)
+/* body_ok - a record's body (at body_at in segment seg_id, or in its own
+ * file) is there, whole, and matches its digest */
+static int body_ok(const struct wal_rec *r, uint64_t seg_id, uint64_t body_at)
 {
-	crypto_generichash_state h;
-	unsigned char digest[Q_DIGEST_BYTES], buf[65536];
-	uint64_t left = r->body_len;
+	struct q_msg m = r->msg;
 
-	if (r->msg.flags & QMSG_OWNFILE)
-		return spool_body_digest(ternd.spool, &r->msg, NULL) == 0;
-	crypto_generichash_init(&h, NULL, 0, sizeof(digest));
-	while (left > 0) {
-		ssize_t n = pread(fd, buf, left < sizeof(buf) ? (size_t)left : sizeof(buf), (off_t)at);
-
-		if (n <= 0)
-			return 0;
-		crypto_generichash_update(&h, buf, (size_t)n);
-		at += (uint64_t)n;
-		left -= (uint64_t)n;
+	if (!(m.flags & QMSG_OWNFILE)) {
+		m.seg_id = seg_id;
+		m.offset = body_at;
 	}
-	crypto_generichash_final(&h, digest, sizeof(digest));
-	return sodium_memcmp(digest, r->msg.digest, sizeof(digest)) == 0;
+	return spool_body_digest(ternd.spool, &m, NULL) == 0;
 }
 
 /* read_rec - the record at pos, decoded into r; its length, 0 at the log's end */
@@ -341,7 +329,7 @@ static int replay_write(struct store_txn *txn, void *arg)
 
 		if (len == 0)
 			break;
-		if (!body_ok(fd, &r, pos + len)) {
+		if (!body_ok(&r, p->id, pos + len)) {
 			wal_rec_clear(&r);
 			break;	/* torn: the log ends here */
 		}
