@@ -2,25 +2,43 @@
  * commit - the committer: the only writer of the queue database and the
  * only appender to spool segments.
  *
- * Group commit: it takes every job queued while it was busy, appends all
- * their small bodies to the current segment in one write, makes that data
- * durable with one fdatasync (plus one fsync of each directory that got a
- * new file), then writes every record in one LMDB transaction, committed
- * synchronously. Only then are the jobs answered, so a session says 250
- * only for a message whose body and records are on stable storage. Any
- * failure fails the whole batch (451 4.3.0; a spool failure only its
- * acceptances: its queue changes need no spool and go on) and leaves
- * nothing visible: bytes appended beyond a segment's committed length are
- * garbage that recovery truncates.
+ * Group commit, one flush per batch on the acceptance path: the segment is
+ * the write-ahead log (wal.c). The appender takes every job queued while it
+ * was busy and appends, in one write to the current segment, each accepted
+ * message's envelope record (what its LMDB records will hold) followed by
+ * its small body; one fdatasync (plus one fsync of each directory that got
+ * a new file) makes the batch durable, and its plain acceptances are
+ * answered then: a session says 250 only for a message whose body and
+ * records are on stable storage, in the log. A failure there fails the
+ * batch's acceptances (451 4.3.0; its queue changes need no spool and go
+ * on to the writer); the segment is given up and marked closed, so that
+ * its records past the checkpoint, never acknowledged, are never replayed,
+ * or removed if nothing in it was committed.
  *
- * Two threads make a pipeline of two stages: the appender writes and
- * flushes batch N+1's bodies while the writer commits batch N to LMDB, so
- * a batch costs the longer of the two flushes, not their sum. Each
- * message's body is still durable before its records. The appender starts
- * a new segment only when no batch is in flight: then no segment but the
- * current one has appends that are not committed yet, and a queue change
- * that empties an older segment may remove it (queue_ops never removes
- * the current one).
+ * The writer then records the batch in LMDB, synchronously as ever (the
+ * store never runs with MDB_NOSYNC: on a file system that does not keep
+ * write order, pages freed and reused could be lost under a durable meta
+ * page), but off the reply path, and with every batch that waits for it in
+ * the same transaction: at most COMMIT_SLOTS batches are in flight. As
+ * their mail is safe in the log, the writer lets them gather (lag_wait:
+ * COMMIT_GROUP batches, or COMMIT_LAG_US for the oldest) while mail
+ * keeps coming (no pause of COMMIT_IDLE_US), unless a job waits for its
+ * answer, the appender waits to rotate, or ternd stops. That transaction
+ * moves the segment's committed length, the log's checkpoint;
+ * recovery replays the records past it. The relay learns of a message only
+ * from LMDB (relay_kick after the commit), so nothing is delivered, and no
+ * queue change meets a message, before it is recorded. Jobs that are not
+ * plain acceptances (delivery outcomes, ternq operations, notifications
+ * that drop their notice) are answered after the LMDB commit, as before. A
+ * failed LMDB write of batches that hold acknowledged messages is tried
+ * again (COMMIT_RETRIES times, a second apart), then ternd stops, so that
+ * a restart replays the log; the checkpoint never passes a record that is
+ * not in the database.
+ *
+ * The appender starts a new segment only when no batch is in flight: then
+ * no segment but the current one has appends that are not committed yet,
+ * and a queue change that empties an older segment may remove it
+ * (queue_ops never removes the current one).
  *
  * History records are written with the batch; their lookup index is not
  * (see store_hist.c). The writer adds it when it would otherwise wait: once no
@@ -42,6 +60,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "commit.h"
 #include "log.h"
@@ -50,11 +69,16 @@
 #include "relay.h"
 #include "stats.h"
 #include "storage.h"
+#include "wal.h"
 #include "xalloc.h"
 #include "ternd.h"
 
 #define COMMIT_BATCH_LIMIT 1024
-#define HIST_RCPTS_MAX 60000		/* recipients listed in an acceptance record */
+#define COMMIT_SLOTS 16			/* batches in flight: appended, not yet in LMDB */
+#define COMMIT_GROUP 12			/* batches waiting that the writer takes at once */
+#define COMMIT_LAG_US 25000		/* or once the oldest has waited that long */
+#define COMMIT_IDLE_US 2000		/* or once no job has come for that long */
+#define COMMIT_RETRIES 30		/* LMDB writes of acknowledged mail tried */
 #define PRUNE_MAX 1000			/* history records dropped per pass */
 #define HIST_INDEX_LAG 65536		/* history records left to index when busy */
 #define HIST_INDEX_CATCHUP 256		/* past it, indexed per batch beyond its own */
@@ -65,6 +89,7 @@ static time_t last_reader_check;
 static time_t last_prune;
 static time_t last_index_warning;
 static int appender_waits;		/* the appender is in take_batch (ternd.lock) */
+static _Atomic uint64_t appender_idle;	/* since when it waits for jobs, or 0 (ternd.lock) */
 static int hist_unindexed = 1;		/* records may wait for their index (writer) */
 
 static pthread_t appender_thread, writer_thread;
@@ -95,62 +120,35 @@ int commit_submit(struct job *job)
 struct batch {
 	struct job *jobs[COMMIT_BATCH_LIMIT];
 	size_t n;
-	uint32_t appended;		/* bodies appended to the current segment */
-	uint64_t seg_id, seg_length;	/* that segment, and its length after */
+	struct wal_batch wal;		/* its envelope records */
+	uint64_t seg_id, seg_length;	/* the segment logged to, and its length after */
 	int closes_seg;			/* it filled the segment: no more appends there */
 	int in_flight;			/* handed to the writer, not finished */
 	uint64_t started;		/* when the appender took it */
+	uint64_t handed;		/* when it was handed to the writer */
+	int waits;			/* a job of it waits for the LMDB commit */
+};
+
+/* The batches the writer records in one transaction. */
+struct group {
+	struct batch *b[COMMIT_SLOTS];
+	size_t n;
+	size_t acked;			/* messages answered from the log */
 	uint64_t unindexed;		/* history records waiting for their index, after */
 	char index_err[256];		/* why indexing in the batch failed ("": it did not) */
 };
 
-/* The hand-off between the stages: one batch waiting, one being written. */
+/* The hand-off between the stages: batches waiting, in order. */
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	struct batch *waiting;		/* appended and flushed, not yet taken */
+	struct batch *waiting[COMMIT_SLOTS];	/* appended and flushed, not yet taken */
+	size_t nwaiting;
 	int in_flight;			/* batches handed over and not finished */
+	int rotating;			/* the appender waits for in_flight == 0 */
 	int closed;			/* the appender has stopped */
 } stage = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
-static struct batch batches[2];
-
-/* hist_accept - the history record of an acceptance */
-static int hist_accept(struct store_txn *txn, const struct job *j)
-{
-	struct hist_rec h = {0};
-	size_t len = 0, cap = 1;
-	int rc;
-
-	for (size_t r = 0; r < j->nrcpts; r++)
-		cap += strlen(j->rcpts[r].addr) + 1;
-	h.rcpt = xmalloc(cap);
-	for (size_t r = 0; r < j->nrcpts; r++) {
-		size_t n = strlen(j->rcpts[r].addr);
-
-		if (len + n + 1 > HIST_RCPTS_MAX)
-			break;	/* the index gets what a record holds */
-		if (len)
-			h.rcpt[len++] = '\n';
-		memcpy(h.rcpt + len, j->rcpts[r].addr, n);
-		len += n;
-	}
-	h.rcpt[len] = '\0';
-	h.kind = HIST_ACCEPT;
-	h.time_us = now_us();
-	h.size = j->msg->size;
-	h.nrcpt = (uint32_t)j->nrcpts;
-	memcpy(h.trace_id, j->msg->trace_id, sizeof(h.trace_id));
-	memcpy(h.span_id, j->msg->span_id, sizeof(h.span_id));
-	memcpy(h.link_trace_id, j->msg->link_trace_id, sizeof(h.link_trace_id));
-	memcpy(h.link_span_id, j->msg->link_span_id, sizeof(h.link_span_id));
-	memcpy(h.qid, j->msg->qid, sizeof(h.qid));
-	h.sender = j->msg->sender;
-	h.msgid = (char *)(j->msgid ? j->msgid : "");
-	h.client = j->msg->client;
-	rc = store_hist_put(txn, &h);
-	free(h.rcpt);
-	return rc;
-}
+static struct batch batches[COMMIT_SLOTS];
 
 /* index_step - one store_hist_index call; *left: how many wait then */
 static int index_step(struct store_txn *txn, void *arg)
@@ -163,36 +161,20 @@ static int index_step(struct store_txn *txn, void *arg)
 	return rc;
 }
 
-/* batch_write - every record of the batch, in one transaction */
-static int batch_write(struct store_txn *txn, void *arg)
+/* batch_write - every record of one batch */
+static int batch_write(struct store_txn *txn, struct batch *b, uint64_t *last_qid)
 {
-	struct batch *b = arg;
-	uint64_t last_qid = 0, v, unindexed = store_hist_unindexed(txn);
 	int rc;
 
-	b->index_err[0] = '\0';	/* the batches are reused */
 	for (size_t i = 0; i < b->n; i++) {
 		struct job *j = b->jobs[i];
 
-		if (j->kind == JOB_WRITE) {
-			if ((rc = j->write(txn, j->arg)) != 0)
-				return rc;
-			continue;
-		}
-		if ((rc = store_add_msg(txn, j->msg)) != 0)
-			return rc;
-		for (size_t r = 0; r < j->nrcpts; r++)
-			if ((rc = store_put_rcpt(txn, j->msg->qid, &j->rcpts[r])) != 0)
-				return rc;
-		if ((rc = hist_accept(txn, j)) != 0)
-			return rc;
-		if (j->write && (rc = j->write(txn, j->arg)) != 0)
-			return rc;	/* what goes with the message, atomically */
-		/* Queue ids come from MAIL time, commits in any order: keep the highest. */
-		if (qid_parse(j->msg->qid, &v) == 0 && v > last_qid)
-			last_qid = v;
+		if (j != NULL && j->write && (rc = j->write(txn, j->arg)) != 0)
+			return rc;	/* a queue change, or what goes with a message */
 	}
-	if (b->appended) {
+	if ((rc = wal_apply(txn, &b->wal, b->seg_id, last_qid)) != 0)
+		return rc;
+	if (b->wal.n) {
 		struct store_seg seg = {.id = b->seg_id};
 
 		if ((rc = store_put_meta(txn, "next_seg", b->seg_id)) != 0)
@@ -200,55 +182,34 @@ static int batch_write(struct store_txn *txn, void *arg)
 		if ((rc = store_txn_get_seg(txn, b->seg_id, &seg)) != 0 && rc != 1)
 			return rc;
 		seg.id = b->seg_id;
-		seg.live += b->appended;
-		seg.length = b->seg_length;
+		seg.live += b->wal.bodies;
+		seg.length = b->seg_length;	/* the log's checkpoint */
 		seg.closed = b->closes_seg;
 		if ((rc = store_put_seg(txn, &seg)) != 0)
 			return rc;
 	}
+	return 0;
+}
+
+/* group_write - every batch of the group, in one transaction */
+static int group_write(struct store_txn *txn, void *arg)
+{
+	struct group *g = arg;
+	uint64_t last_qid = 0, unindexed = store_hist_unindexed(txn);
+	int rc;
+
+	g->index_err[0] = '\0';	/* the groups are reused */
+	for (size_t i = 0; i < g->n; i++)
+		if ((rc = batch_write(txn, g->b[i], &last_qid)) != 0)
+			return rc;
 	if (last_qid > ternd_last_qid && (rc = store_put_meta(txn, "last_qid", last_qid)) != 0)
 		return rc;
 	rc = store_hist_index_over(txn, HIST_INDEX_LAG, HIST_INDEX_CATCHUP, unindexed,
-				   &b->unindexed, b->index_err, sizeof(b->index_err));
+				   &g->unindexed, g->index_err, sizeof(g->index_err));
 	if (rc != 0 && rc != STORE_DROPPED)
 		return rc;
 	if (last_qid > ternd_last_qid)
 		ternd_last_qid = last_qid;	/* the committer is the only writer */
-	return 0;
-}
-
-/* append_bodies - the small bodies of the batch, in one write; 0 or -1 */
-static int append_bodies(struct batch *b, int *own_files)
-{
-	static struct iovec iov[2 * COMMIT_BATCH_LIMIT];
-	size_t total = 0;
-	int n = 0;
-	uint64_t seg_id, offset;
-
-	*own_files = 0;
-	for (size_t i = 0; i < b->n; i++) {
-		struct job *j = b->jobs[i];
-
-		if (j->kind != JOB_ACCEPT)
-			continue;
-		if (j->msg->flags & QMSG_OWNFILE) {
-			(*own_files)++;
-			continue;
-		}
-		j->msg->seg_id = spool_segment_id(ternd.spool);
-		j->msg->offset = spool_segment_length(ternd.spool) + total;
-		for (int k = 0; k < j->nbody; k++) {
-			iov[n++] = j->body[k];
-			total += j->body[k].iov_len;
-		}
-		b->appended++;
-	}
-	if (n == 0)
-		return 0;
-	if (spool_append(ternd.spool, iov, n, total, &seg_id, &offset) < 0)
-		return -1;
-	b->seg_id = seg_id;
-	b->seg_length = spool_segment_length(ternd.spool);
 	return 0;
 }
 
@@ -263,6 +224,13 @@ static size_t take_batch(struct job **jobs, size_t max)
 		while (ternd.head == NULL && !ternd.stopping) {
 			struct timespec t;
 
+			if (!appender_idle) {
+				/* no more mail for now: the writer need not wait for it */
+				pthread_mutex_lock(&stage.lock);
+				appender_idle = now_us();
+				pthread_cond_broadcast(&stage.cond);
+				pthread_mutex_unlock(&stage.lock);
+			}
 			clock_deadline(&t, 60000);
 			if (pthread_cond_timedwait(&ternd.work, &ternd.lock, &t) == ETIMEDOUT)
 				break;
@@ -286,14 +254,18 @@ static size_t take_batch(struct job **jobs, size_t max)
 	if (ternd.head == NULL)
 		ternd.tail = &ternd.head;
 	appender_waits = 0;
+	appender_idle = 0;
 	pthread_mutex_unlock(&ternd.lock);
 	return n;
 }
 
-/* finish - answer every job of the batch */
+/* finish - answer every job of the batch not answered yet (NULL: it was,
+ * from the log) */
 static void finish(struct job **jobs, size_t n, int result, const char *err)
 {
 	for (size_t i = 0; i < n; i++) {
+		if (jobs[i] == NULL)
+			continue;
 		jobs[i]->result = result;
 		if (result != 0)
 			snprintf(jobs[i]->err, sizeof(jobs[i]->err), "%s", err);
@@ -359,7 +331,8 @@ static void observe(const struct batch *b)
 }
 
 /* fail_accepts - after the spool failed: answer the batch's acceptances
- * with err, and keep its queue changes (they need no spool) for the writer */
+ * with err, and keep its queue changes (they need no spool, and have no
+ * record in the log) for the writer */
 static void fail_accepts(struct batch *b, const char *err)
 {
 	size_t kept = 0;
@@ -370,33 +343,44 @@ static void fail_accepts(struct batch *b, const char *err)
 		else
 			b->jobs[kept++] = b->jobs[i];
 	b->n = kept;
-	b->appended = 0;
+	b->wal.n = 0;
+	b->wal.bodies = 0;
+	b->wal.acked = 0;
 }
 
 /* hand_over - give an appended batch to the writer */
 static void hand_over(struct batch *b)
 {
+	b->handed = now_us();
+	b->waits = 0;
+	for (size_t i = 0; i < b->n; i++)
+		b->waits |= b->jobs[i] != NULL;	/* not answered from the log */
 	pthread_mutex_lock(&stage.lock);
-	stage_wait(stage.waiting == NULL);
-	b->in_flight = 1;
+	b->in_flight = 1;	/* a slot free for it: never more waiting than slots */
 	stage.in_flight++;
-	stage.waiting = b;
+	stage.waiting[stage.nwaiting++] = b;
 	pthread_cond_broadcast(&stage.cond);
 	pthread_mutex_unlock(&stage.lock);
 }
 
 /* rotate_when_idle - start a new segment once the writer has committed
- * everything appended so far */
-static void rotate_when_idle(void)
+ * everything appended so far; abandoned: the old one failed, and what it
+ * holds past its committed length is never replayed */
+static void rotate_when_idle(int abandoned)
 {
 	uint64_t old = spool_segment_id(ternd.spool);
 	char err[256];
 
 	pthread_mutex_lock(&stage.lock);
+	stage.rotating = 1;	/* the writer commits at once */
+	pthread_cond_broadcast(&stage.cond);
 	stage_wait(stage.in_flight == 0);
+	stage.rotating = 0;
 	pthread_mutex_unlock(&stage.lock);
-	if (old != seg_committed)
+	if (abandoned && old != seg_committed)
 		spool_seg_remove(ternd.spool, old);	/* nothing in it was committed */
+	else if (abandoned && wal_abandon(old, err, sizeof(err)) < 0)
+		log_error("cannot close spool segment %016" PRIx64 ": %s", old, err);
 	if (segment_rotate(err, sizeof(err)) < 0)
 		log_error("cannot start a new spool segment: %s", err);
 }
@@ -411,7 +395,7 @@ static void *appender_main(void *arg)
 		max = COMMIT_BATCH_LIMIT;
 	if (max < 1)
 		max = 1;
-	for (unsigned k = 0;; k ^= 1) {
+	for (unsigned k = 0;; k = (k + 1) % COMMIT_SLOTS) {
 		struct batch *b = &batches[k];
 		int own = 0, failed = 0;
 
@@ -422,13 +406,13 @@ static void *appender_main(void *arg)
 		if (b->n == 0)
 			break;	/* stopping and drained */
 		b->started = now_us();
-		b->appended = 0;
-		b->seg_id = b->seg_length = 0;
 		b->closes_seg = 0;
-		if (append_bodies(b, &own) < 0) {
+		b->seg_id = spool_segment_id(ternd.spool);
+		for (size_t i = 0; i < b->n; i++)
+			own += b->jobs[i]->kind == JOB_ACCEPT && (b->jobs[i]->msg->flags & QMSG_OWNFILE);
+		if (wal_append(&b->wal, b->jobs, b->n, err, sizeof(err)) < 0)
 			failed = 1;
-			snprintf(err, sizeof(err), "spool write: %s", strerror(errno));
-		}
+		b->seg_length = spool_segment_length(ternd.spool);
 		if (!failed && spool_sync(ternd.spool) < 0) {
 			failed = 1;
 			snprintf(err, sizeof(err), "spool fdatasync: %s", strerror(errno));
@@ -450,15 +434,17 @@ static void *appender_main(void *arg)
 			/* Never append to a segment whose state after an error is
 			 * unknown; one still empty stays (spool_abandon_segment). */
 			if (spool_abandon_segment(ternd.spool))
-				rotate_when_idle();
+				rotate_when_idle(1);
 			if (b->n)
 				hand_over(b);	/* queue changes need no spool */
 			continue;
 		}
-		b->closes_seg = b->appended && spool_segment_full(ternd.spool);
+		if (wal_answer(&b->wal, b->jobs, b->n))
+			observe(b);	/* durable: the sessions have their answer */
+		b->closes_seg = b->wal.n && spool_segment_full(ternd.spool);
 		hand_over(b);
 		if (b->closes_seg)
-			rotate_when_idle();
+			rotate_when_idle(0);
 	}
 	pthread_mutex_lock(&stage.lock);
 	stage.closed = 1;
@@ -477,7 +463,7 @@ static int idle(void)
 	yes = appender_waits && ternd.head == NULL && !ternd.stopping;
 	pthread_mutex_unlock(&ternd.lock);
 	pthread_mutex_lock(&stage.lock);
-	yes = yes && stage.waiting == NULL;
+	yes = yes && stage.nwaiting == 0;
 	pthread_mutex_unlock(&stage.lock);
 	return yes;
 }
@@ -502,17 +488,81 @@ static uint64_t index_while_idle(void)
 	return left;
 }
 
-/* writer_main - stage two: each batch's records in one LMDB transaction */
+/* commit_now - under stage.lock: the batches waiting are recorded now */
+static int commit_now(void)
+{
+	uint64_t idle = appender_idle;
+
+	if (stage.nwaiting == 0 || stage.nwaiting >= COMMIT_GROUP || stage.closed || stage.rotating
+	    || (idle && now_us() - idle >= COMMIT_IDLE_US))
+		return 1;	/* idle: no batch is coming to join them soon */
+	for (size_t i = 0; i < stage.nwaiting; i++)
+		if (stage.waiting[i]->waits)
+			return 1;	/* a queue change, or a notification: not from the log */
+	return now_us() - stage.waiting[0]->handed >= COMMIT_LAG_US;
+}
+
+/*
+ * lag_wait - under stage.lock: the acknowledged mail of the batches
+ * waiting is safe in the log, so their LMDB transaction may wait for more
+ * of them (COMMIT_GROUP, or COMMIT_LAG_US) while more are coming: fewer
+ * flushes per message under load, at the cost of the relay seeing the
+ * mail that much later. Nothing that waits for its answer is held up, and
+ * an idle ternd commits after COMMIT_IDLE_US.
+ */
+static void lag_wait(void)
+{
+	while (!commit_now()) {
+		uint64_t waited = now_us() - stage.waiting[0]->handed;
+		struct timespec t;
+
+		clock_deadline(&t, appender_idle ? 1 + COMMIT_IDLE_US / 1000
+			       : 1 + (long long)((COMMIT_LAG_US - waited) / 1000));
+		pthread_cond_timedwait(&stage.cond, &stage.lock, &t);
+	}
+}
+
+/* group_commit - the group's LMDB transaction; a group holding
+ * acknowledged mail is tried again until it is in (or ternd stops) */
+static int group_commit(struct group *g, char *err, size_t errlen)
+{
+	size_t jobs = 0;
+	int rc;
+
+	for (size_t i = 0; i < g->n; i++)
+		jobs += g->b[i]->n;
+	for (unsigned tries = 1;; tries++) {
+		rc = store_write(ternd.store, group_write, g, err, errlen);
+		if (rc == STORE_PANIC) {
+			for (size_t i = 0; i < g->n; i++)
+				finish(g->b[i]->jobs, g->b[i]->n, -1, err);
+			log_fatal("%s: stopping, so that a restart can recover the queue", err);
+		}
+		if (rc == 0)
+			return 0;
+		log_error("commit of %zu job%s failed: %s", jobs, jobs == 1 ? "" : "s", err);
+		if (g->acked == 0)
+			return rc;
+		if (tries == COMMIT_RETRIES)
+			log_fatal("%zu acknowledged message%s only in the spool log: stopping, so that "
+				  "a restart replays it", g->acked, g->acked == 1 ? "" : "s");
+		log_warning("%zu acknowledged message%s only in the spool log: trying again in 1 s",
+			    g->acked, g->acked == 1 ? "" : "s");
+		sleep(1);
+	}
+}
+
+/* writer_main - stage two: the batches that wait, in one LMDB transaction */
 static void *writer_main(void *arg)
 {
+	static struct group g;
 	char err[256];
 
 	for (;;) {
-		struct batch *b;
 		int rc, closed, quiet = 0;
 
 		pthread_mutex_lock(&stage.lock);
-		if (hist_unindexed && stage.waiting == NULL && !stage.closed) {
+		if (hist_unindexed && stage.nwaiting == 0 && !stage.closed) {
 			/* Records wait for their index: once no batch has come for
 			 * a while. Between the batches of a busy ternd the
 			 * appender may wait for jobs for a moment; indexing then
@@ -522,40 +572,48 @@ static void *writer_main(void *arg)
 			clock_deadline(&t, HIST_INDEX_QUIET_MS);
 			quiet = pthread_cond_timedwait(&stage.cond, &stage.lock, &t) == ETIMEDOUT;
 		} else {
-			stage_wait(stage.waiting != NULL || stage.closed);
+			stage_wait(stage.nwaiting > 0 || stage.closed);
 		}
-		b = stage.waiting;
-		stage.waiting = NULL;
+		lag_wait();
+		g.n = g.acked = 0;
+		for (size_t i = 0; i < stage.nwaiting; i++) {
+			g.b[g.n++] = stage.waiting[i];
+			g.acked += stage.waiting[i]->wal.acked;
+		}
+		stage.nwaiting = 0;
 		closed = stage.closed;
 		pthread_cond_broadcast(&stage.cond);
 		pthread_mutex_unlock(&stage.lock);
-		if (b == NULL && closed)
+		if (g.n == 0 && closed)
 			break;	/* the appender stopped and nothing waits */
-		if (b == NULL) {
+		if (g.n == 0) {
 			if (quiet && idle())
 				hist_unindexed = index_while_idle() > 0;
 			continue;
 		}
-		rc = store_write(ternd.store, batch_write, b, err, sizeof(err));
-		if (rc == STORE_PANIC) {
-			finish(b->jobs, b->n, -1, err);
-			log_fatal("%s: stopping, so that a restart can recover the queue", err);
+		/* On a failure the bodies stay in the segment as unreferenced
+		 * bytes: it is still sound to append to. */
+		rc = group_commit(&g, err, sizeof(err));
+		for (size_t i = 0; i < g.n; i++) {
+			if (g.b[i]->wal.acked == 0)
+				observe(g.b[i]);
+			finish(g.b[i]->jobs, g.b[i]->n, rc < 0 ? -1 : 0, err);
 		}
-		if (rc < 0)
-			log_error("commit of %zu job%s failed: %s", b->n, b->n == 1 ? "" : "s", err);
-		/* The bodies stay in the segment as unreferenced bytes: it is
-		 * still sound to append to. */
-		observe(b);
-		finish(b->jobs, b->n, rc < 0 ? -1 : 0, err);
 		if (rc == 0) {
-			hist_unindexed = b->unindexed > 0;
-			if (b->appended)
-				seg_committed = b->seg_id;
+			for (size_t i = 0; i < g.acked; i++)
+				stats_queue(QSTATE_GONE, QSTATE_QUEUED);
+			ternd.queued += g.acked;
+			if (g.acked)
+				relay_kick();	/* in LMDB now: the relay may see it */
+			hist_unindexed = g.unindexed > 0;
+			for (size_t i = 0; i < g.n; i++)
+				if (g.b[i]->wal.n)
+					seg_committed = g.b[i]->seg_id;
 			storage_committed();	/* a failing storage state ends */
 		}
-		if (b->index_err[0] && time(NULL) - last_index_warning >= 60) {
+		if (g.index_err[0] && time(NULL) - last_index_warning >= 60) {
 			last_index_warning = time(NULL);	/* once a minute at most */
-			log_warning("history indexing in a commit failed: %s", b->index_err);
+			log_warning("history indexing in a commit failed: %s", g.index_err);
 		}
 		if (rc == 0 && time(NULL) != last_prune) {
 			size_t pruned = 0;
@@ -565,8 +623,9 @@ static void *writer_main(void *arg)
 				log_warning("history pruning failed: %s", err);
 		}
 		pthread_mutex_lock(&stage.lock);
-		b->in_flight = 0;
-		stage.in_flight--;
+		for (size_t i = 0; i < g.n; i++)
+			g.b[i]->in_flight = 0;
+		stage.in_flight -= (int)g.n;
 		pthread_cond_broadcast(&stage.cond);
 		pthread_mutex_unlock(&stage.lock);
 	}

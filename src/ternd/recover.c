@@ -1,12 +1,14 @@
 /*
  * recover - bring the spool in line with the queue database at start.
  *
- * The database is the truth: it only holds what was committed. Segment
- * bytes beyond a segment's committed length belong to messages that never
- * got 250 and are cut off; segment files and own files the database does
- * not know are removed; empty segments go. A committed body that is
- * missing or short is reported loudly and left for the admin: never
- * padded, never silently dropped.
+ * First the spool log is replayed (wal.c): acknowledged messages whose
+ * envelope records lie past a segment's committed length are committed.
+ * Then the database is the truth. Segment bytes beyond a segment's
+ * committed length (a torn tail, messages that never got 250) are cut
+ * off; segment files and own files the database does not know are
+ * removed; empty segments go. A committed body that is missing or short
+ * is reported loudly and left for the admin: never padded, never
+ * silently dropped.
  */
 #include "config.h"
 
@@ -19,6 +21,7 @@
 #include "queue_ops.h"
 #include "recover.h"
 #include "ternd.h"
+#include "wal.h"
 #include "xalloc.h"
 
 struct seg_list {
@@ -159,6 +162,8 @@ int recover(char *err, size_t errlen)
 	struct seg_list known = {0}, empty = {0};
 	uint64_t last = 0, count = 0;
 
+	if (wal_replay(err, errlen) < 0)
+		return -1;
 	if (store_foreach_seg(ternd.store, empty_seg, &empty) < 0) {
 		snprintf(err, errlen, "cannot read the segment table");
 		return -1;

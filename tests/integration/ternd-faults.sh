@@ -1,7 +1,8 @@
 #!/bin/bash
 # ternd-faults.sh - storage faults on the acceptance path: ENOSPC and EIO
-# from write and fdatasync (spool) and from the LMDB commit answer
-# 451 4.3.0, leave nothing half-visible, and lose no acknowledged message;
+# from write and fdatasync (spool, the write-ahead log) answer 451 4.3.0,
+# leave nothing half-visible, and lose no acknowledged message; a failed
+# LMDB commit after the 250 is tried again until the message is queued;
 # ternd recovers when the fault clears. Last, a queue database whose map
 # cannot grow (mmap fails): ternd stops with a fatal error and recovers at
 # the next start. Faults come from an LD_PRELOAD
@@ -58,14 +59,28 @@ for fault in write=ENOSPC write=EIO fdatasync=EIO fdatasync=ENOSPC fsync=EIO; do
 	done
 done
 
-# The LMDB commit fails: the spool was synced, the records were not.
+# The LMDB commit fails after the 250: the message was synced in the
+# spool log, its records not yet in the database. The committer tries the
+# transaction again (once a second) and the message is queued once the
+# fault clears.
 export FAULTFS_DIR_SAVED=$FAULTFS_DIR
 ternd_stop
 FAULTFS_DIR=$top/t/state LD_PRELOAD=$shim ternd_start
 echo "fdatasync=EIO" >"$FAULTFS_CONTROL"
 r=$(send 1000)
+tap_like "LMDB commit fails (fdatasync EIO) after the log flush: 250" "$r" '^250 2\.0\.0 '
+acked+=("$(awk '{print $NF}' <<<"$r")")
+# _retrying - the committer said it tries the transaction again
+_retrying() {
+	grep -q '1 acknowledged message only in the spool log: trying again in 1 s' "$TERND_LOG"
+}
+tap_check "... the committer tries the transaction again" wait_until 10 _retrying
 : >"$FAULTFS_CONTROL"
-tap_is "LMDB commit fails (fdatasync EIO): 451 4.3.0" "$(cut -c1-9 <<<"$r")" "451 4.3.0"
+# _in_queue QID - ternq shows the message
+_in_queue() {
+	ternq_ show "$1" >/dev/null 2>&1
+}
+tap_check "... and the message is queued once the fault clears" wait_until 10 _in_queue "${acked[-1]}"
 expect_ok 1000 "after the LMDB fault clears"
 
 ternd_stop
