@@ -250,34 +250,61 @@ int store_queue_layout(struct store_txn *t, void *arg)
 	return store_put_meta(t, name, STORE_LAYOUT);
 }
 
-/* seg_encode - a segment's bookkeeping as 13 octets */
-static void seg_encode(const struct store_seg *seg, unsigned char buf[13])
+/* seg_encode - a segment's bookkeeping as SEG_RECORD octets: length,
+ * live, closed, then live_bytes (the older layout stops before it) */
+#define SEG_RECORD_OLD 13
+#define SEG_RECORD 21
+static size_t seg_encode(const struct store_seg *seg, unsigned char buf[SEG_RECORD])
 {
 	be_put(buf, seg->length, 8);
 	be_put(buf + 8, seg->live, 4);
 	buf[12] = seg->closed ? 1 : 0;
+	if (seg->live_bytes == STORE_SEG_BYTES_UNKNOWN)
+		return SEG_RECORD_OLD;	/* still not counted: stays so */
+	be_put(buf + 13, seg->live_bytes, 8);
+	return SEG_RECORD;
 }
 
 /* seg_decode - bookkeeping from a stored value */
 static int seg_decode(const MDB_val *k, const MDB_val *v, struct store_seg *seg)
 {
-	if (k->mv_size != 8 || v->mv_size != 13)
+	const unsigned char *p = v->mv_data;
+
+	if (k->mv_size != 8 || (v->mv_size != SEG_RECORD_OLD && v->mv_size != SEG_RECORD))
 		return -1;
 	seg->id = be_get(k->mv_data, 8);
-	seg->length = be_get(v->mv_data, 8);
-	seg->live = (uint32_t)be_get((const unsigned char *)v->mv_data + 8, 4);
-	seg->closed = ((const unsigned char *)v->mv_data)[12] != 0;
+	seg->length = be_get(p, 8);
+	seg->live = (uint32_t)be_get(p + 8, 4);
+	seg->closed = p[12] != 0;
+	seg->live_bytes = v->mv_size == SEG_RECORD ? be_get(p + 13, 8) : STORE_SEG_BYTES_UNKNOWN;
 	return 0;
+}
+
+/* store_seg_count - msgs messages of bytes octets in all came into a
+ * segment (or left it, negative); never below 0, and an uncounted
+ * record's octets stay uncounted */
+void store_seg_count(struct store_seg *seg, int64_t msgs, int64_t bytes)
+{
+	if (msgs < 0 && (uint64_t)-msgs > seg->live)
+		seg->live = 0;
+	else
+		seg->live = (uint32_t)((int64_t)seg->live + msgs);
+	if (seg->live_bytes == STORE_SEG_BYTES_UNKNOWN)
+		return;
+	if (bytes < 0 && (uint64_t)-bytes > seg->live_bytes)
+		seg->live_bytes = 0;
+	else
+		seg->live_bytes = (uint64_t)((int64_t)seg->live_bytes + bytes);
 }
 
 /* store_put_seg - add or replace a segment's bookkeeping */
 int store_put_seg(struct store_txn *t, const struct store_seg *seg)
 {
-	unsigned char key[8], val[13];
+	unsigned char key[8], val[SEG_RECORD];
+	size_t n = seg_encode(seg, val);
 
 	be_put(key, seg->id, 8);
-	seg_encode(seg, val);
-	return store_kv_put(t, t->st->seg, key, sizeof(key), val, sizeof(val));
+	return store_kv_put(t, t->st->seg, key, sizeof(key), val, n);
 }
 
 /* store_del_seg - forget a segment */
@@ -648,6 +675,51 @@ int store_foreach(struct store *st, store_msg_fn fn, void *arg)
 	rc = store_read_batches(st, st->msg, &pos, STORE_FOREACH_BATCH, msg_step, msg_flush, &b);
 	free(b.items);
 	return rc;
+}
+
+/* store_walk_msgs - message records (no recipients) in queue id order
+ * from after pos ("" from the first), at most max of them, in one read
+ * transaction; fn sees each inside it (it must only copy), and its
+ * non-zero return stops the walk before that one. pos becomes the last
+ * one fn was done with, or "" at the end of the table. 1 at the end, 0
+ * when stopped or max were read, -1 */
+int store_walk_msgs(struct store *st, char pos[QID_LEN + 1], size_t max, store_walk_fn fn,
+		    void *arg)
+{
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_val k = {strlen(pos), pos}, v;
+	size_t seen = 0;
+	int rc, stop = 0;
+
+	if (store_read_cursor(st, st->msg, &txn, &cur) != 0)
+		return -1;
+	rc = k.mv_size ? mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE)
+		: mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+	if (rc == 0 && k.mv_size == strlen(pos) && memcmp(k.mv_data, pos, k.mv_size) == 0)
+		rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);	/* after it */
+	for (; rc == 0 && !stop && seen < max; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		struct q_msg m;
+
+		seen++;
+		if (q_msg_decode(v.mv_data, v.mv_size, &m) == 0) {
+			stop = fn(&m, arg);
+			q_msg_clear(&m);
+		}
+		if (stop)
+			break;	/* before it: the next walk starts there */
+		if (k.mv_size == QID_LEN) {
+			memcpy(pos, k.mv_data, QID_LEN);
+			pos[QID_LEN] = '\0';
+		}
+	}
+	mdb_cursor_close(cur);
+	store_read_end(st, txn);
+	if (rc == MDB_NOTFOUND) {
+		pos[0] = '\0';
+		return 1;
+	}
+	return rc == 0 ? 0 : -1;
 }
 
 /* store_foreach_seg - every segment's bookkeeping */

@@ -19,7 +19,8 @@
  * a new segment only when no batch is in flight: then no segment but the
  * current one has appends that are not committed yet, and a queue change
  * that empties an older segment may remove it (queue_ops never removes
- * the current one).
+ * the current one). Copy-forward (compact.c) adds its JOB_MOVE jobs to a
+ * batch: their bodies go through the same append and flush.
  *
  * History records are written with the batch; their lookup index is not
  * (see store_hist.c). The writer adds it when it would otherwise wait: once no
@@ -42,6 +43,7 @@
 #include <time.h>
 
 #include "commit.h"
+#include "compact.h"
 #include "log.h"
 #include "queue_ops.h"
 #include "relay.h"
@@ -90,7 +92,9 @@ int commit_submit(struct job *job)
 struct batch {
 	struct job *jobs[COMMIT_BATCH_LIMIT];
 	size_t n;
-	uint32_t appended;		/* bodies appended to the current segment */
+	uint32_t appended;		/* bodies accepted into the current segment */
+	uint64_t appended_bytes;	/* their octets */
+	uint32_t moved;			/* bodies copied forward there (compact.c) */
 	uint64_t seg_id, seg_length;	/* that segment, and its length after */
 	int closes_seg;			/* it filled the segment: no more appends there */
 	int in_flight;			/* handed to the writer, not finished */
@@ -169,7 +173,7 @@ static int batch_write(struct store_txn *txn, void *arg)
 	for (size_t i = 0; i < b->n; i++) {
 		struct job *j = b->jobs[i];
 
-		if (j->kind == JOB_WRITE) {
+		if (j->kind != JOB_ACCEPT) {
 			if ((rc = j->write(txn, j->arg)) != 0)
 				return rc;
 			continue;
@@ -195,7 +199,7 @@ static int batch_write(struct store_txn *txn, void *arg)
 		if ((rc = store_txn_get_seg(txn, b->seg_id, &seg)) != 0 && rc != 1)
 			return rc;
 		seg.id = b->seg_id;
-		seg.live += b->appended;
+		store_seg_count(&seg, b->appended, (int64_t)b->appended_bytes);
 		seg.length = b->seg_length;
 		seg.closed = b->closes_seg;
 		if ((rc = store_put_seg(txn, &seg)) != 0)
@@ -224,7 +228,7 @@ static int append_bodies(struct batch *b, int *own_files)
 	for (size_t i = 0; i < b->n; i++) {
 		struct job *j = b->jobs[i];
 
-		if (j->kind != JOB_ACCEPT)
+		if (j->kind == JOB_WRITE)
 			continue;
 		if (j->msg->flags & QMSG_OWNFILE) {
 			(*own_files)++;
@@ -236,7 +240,12 @@ static int append_bodies(struct batch *b, int *own_files)
 			iov[n++] = j->body[k];
 			total += j->body[k].iov_len;
 		}
+		if (j->kind == JOB_MOVE) {
+			b->moved++;
+			continue;
+		}
 		b->appended++;
+		b->appended_bytes += j->msg->size;
 	}
 	if (n == 0)
 		return 0;
@@ -247,18 +256,20 @@ static int append_bodies(struct batch *b, int *own_files)
 	return 0;
 }
 
-/* take_batch - dequeue up to commit_batch_max jobs (waits for one) */
-static size_t take_batch(struct job **jobs, size_t max)
+/* take_batch - dequeue up to commit_batch_max jobs (waits for one, or
+ * until compaction has work); *stop: ternd is stopping */
+static size_t take_batch(struct job **jobs, size_t max, int *stop)
 {
 	size_t n = 0;
+	int ms;
 
 	pthread_mutex_lock(&ternd.lock);
 	appender_waits = 1;
 	for (;;) {
-		while (ternd.head == NULL && !ternd.stopping) {
+		while (ternd.head == NULL && !ternd.stopping && (ms = compact_wait_ms()) > 0) {
 			struct timespec t;
 
-			clock_deadline(&t, 60000);
+			clock_deadline(&t, ms);
 			if (pthread_cond_timedwait(&ternd.work, &ternd.lock, &t) == ETIMEDOUT)
 				break;
 		}
@@ -271,7 +282,7 @@ static size_t take_batch(struct job **jobs, size_t max)
 				log_info("cleared %d stale queue database reader%s", dead,
 					 dead == 1 ? "" : "s");
 		}
-		if (ternd.head != NULL || ternd.stopping)
+		if (ternd.head != NULL || ternd.stopping || compact_wait_ms() == 0)
 			break;
 	}
 	while (ternd.head && n < max) {
@@ -280,6 +291,7 @@ static size_t take_batch(struct job **jobs, size_t max)
 	}
 	if (ternd.head == NULL)
 		ternd.tail = &ternd.head;
+	*stop = ternd.stopping;
 	appender_waits = 0;
 	pthread_mutex_unlock(&ternd.lock);
 	return n;
@@ -289,6 +301,10 @@ static size_t take_batch(struct job **jobs, size_t max)
 static void finish(struct job **jobs, size_t n, int result, const char *err)
 {
 	for (size_t i = 0; i < n; i++) {
+		if (jobs[i]->kind == JOB_MOVE) {
+			compact_done(jobs[i], result);
+			continue;
+		}
 		jobs[i]->result = result;
 		if (result != 0)
 			snprintf(jobs[i]->err, sizeof(jobs[i]->err), "%s", err);
@@ -377,6 +393,42 @@ static void rotate_when_idle(void)
 		log_error("cannot start a new spool segment: %s", err);
 }
 
+/* drop_dead_seg - forget the current segment if no message lives in it;
+ * seg->id becomes 0 when it stays */
+static int drop_dead_seg(struct store_txn *txn, void *arg)
+{
+	struct store_seg *seg = arg;
+	uint64_t id = seg->id;
+	int rc = store_txn_get_seg(txn, id, seg);
+
+	if (rc != 0 || seg->live > 0) {
+		seg->id = 0;
+		return rc == 1 ? 0 : rc;
+	}
+	return store_del_seg(txn, id);
+}
+
+/* drop_if_dead - remove a segment that is not the current one (any
+ * more) if no message lives in it */
+static void drop_if_dead(uint64_t id)
+{
+	struct store_seg seg = {.id = id};
+	char err[256];
+
+	if (store_write(ternd.store, drop_dead_seg, &seg, err, sizeof(err)) == 0 && seg.id != 0)
+		spool_seg_remove(ternd.spool, seg.id);
+}
+
+/* rotate_drained - nothing lives in the current segment: a new one, and
+ * the old one goes (compact_jobs says when) */
+static void rotate_drained(void)
+{
+	uint64_t old = spool_segment_id(ternd.spool);
+
+	rotate_when_idle();
+	drop_if_dead(old);
+}
+
 /* appender_main - stage one: bodies appended and flushed, batch by batch */
 static void *appender_main(void *arg)
 {
@@ -389,16 +441,24 @@ static void *appender_main(void *arg)
 		max = 1;
 	for (unsigned k = 0;; k ^= 1) {
 		struct batch *b = &batches[k];
-		int own = 0, failed = 0;
+		int own = 0, failed = 0, stop, drained;
 
 		pthread_mutex_lock(&stage.lock);
 		stage_wait(!b->in_flight);
 		pthread_mutex_unlock(&stage.lock);
-		b->n = take_batch(b->jobs, max);
-		if (b->n == 0)
+		b->n = take_batch(b->jobs, max, &stop);
+		drained = 0;
+		if (!stop)	/* a pass of copy-forward rides on the batch */
+			b->n = compact_jobs(b->jobs, b->n, COMMIT_BATCH_LIMIT, &drained);
+		if (drained)
+			rotate_drained();
+		if (b->n == 0 && stop)
 			break;	/* stopping and drained */
+		if (b->n == 0)
+			continue;
 		b->started = now_us();
-		b->appended = 0;
+		b->appended = b->moved = 0;
+		b->appended_bytes = 0;
 		b->seg_id = b->seg_length = 0;
 		b->closes_seg = 0;
 		if (append_bodies(b, &own) < 0) {
@@ -422,7 +482,7 @@ static void *appender_main(void *arg)
 			rotate_when_idle();
 			continue;
 		}
-		b->closes_seg = b->appended && spool_segment_full(ternd.spool);
+		b->closes_seg = (b->appended || b->moved) && spool_segment_full(ternd.spool);
 		hand_over(b);
 		if (b->closes_seg)
 			rotate_when_idle();
@@ -546,6 +606,7 @@ void commit_start(void)
 	if (store_get_meta(ternd.store, "next_seg", &last_seg) < 0
 	    || store_get_meta(ternd.store, "last_qid", &ternd_last_qid) < 0)
 		log_fatal("cannot read the queue counters");
+	compact_start();
 	if (segment_rotate(err, sizeof(err)) < 0)
 		log_fatal("cannot start a spool segment: %s", err);
 	if (pthread_create(&writer_thread, NULL, writer_main, NULL) != 0
@@ -553,36 +614,16 @@ void commit_start(void)
 		log_fatal("cannot start the committer threads");
 }
 
-/* drop_dead_seg - forget the current segment if no message lives in it;
- * seg->id becomes 0 when it stays */
-static int drop_dead_seg(struct store_txn *txn, void *arg)
-{
-	struct store_seg *seg = arg;
-	uint64_t id = seg->id;
-	int rc = store_txn_get_seg(txn, id, seg);
-
-	if (rc != 0 || seg->live > 0) {
-		seg->id = 0;
-		return rc == 1 ? 0 : rc;
-	}
-	return store_del_seg(txn, id);
-}
-
 /* commit_stop - let the committer drain its queue and stop. A drained
  * queue leaves no spool file behind: the current segment goes too when
- * nothing lives in it (while running, it stays until it is full). */
+ * nothing lives in it (while running, rotate_drained does the same). */
 void commit_stop(void)
 {
-	struct store_seg seg = {0};
-	char err[256];
-
 	pthread_mutex_lock(&ternd.lock);
 	ternd.stopping = 1;
 	pthread_cond_broadcast(&ternd.work);
 	pthread_mutex_unlock(&ternd.lock);
 	pthread_join(appender_thread, NULL);
 	pthread_join(writer_thread, NULL);
-	seg.id = spool_segment_id(ternd.spool);
-	if (store_write(ternd.store, drop_dead_seg, &seg, err, sizeof(err)) == 0 && seg.id != 0)
-		spool_seg_remove(ternd.spool, seg.id);
+	drop_if_dead(spool_segment_id(ternd.spool));
 }
