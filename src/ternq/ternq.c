@@ -360,8 +360,20 @@ static int cmd_cat(struct ternq *q, const char *qid)
 		fprintf(stderr, "ternq: %s: %s\n", qid, rc == 1 ? "not in the queue" : "cannot read");
 		return rc == 1 ? EXIT_NOTFOUND : EXIT_USAGE;
 	}
-	if ((sp = spool_open(q->conf->global.spool_dir, 0, err, sizeof(err))) == NULL
-	    || (rc = spool_body_digest(sp, &m, stdout)) < 0) {
+	if ((sp = spool_open(q->conf->global.spool_dir, 0, err, sizeof(err))) != NULL
+	    && (rc = spool_body_digest(sp, &m, stdout)) < 0 && errno == ENOENT) {
+		/* ternd copied it forward and removed the segment meanwhile:
+		 * once more where its record says it is now (nothing was
+		 * written: the file did not open) */
+		q_msg_clear(&m);
+		if ((rc = store_get(q->store, qid, &m, NULL, NULL)) != 0) {
+			fprintf(stderr, "ternq: %s: %s\n", qid, rc == 1 ? "not in the queue" : "cannot read");
+			spool_close(&sp);
+			return rc == 1 ? EXIT_NOTFOUND : EXIT_USAGE;
+		}
+		rc = spool_body_digest(sp, &m, stdout);
+	}
+	if (sp == NULL || rc < 0) {
 		fprintf(stderr, "ternq: %s: cannot open the spool file: %s\n", qid,
 			sp ? strerror(errno) : err);
 		spool_close(&sp);
