@@ -32,8 +32,8 @@ struct store_seg {
 	uint64_t length;		/* octets committed; beyond is garbage */
 	uint32_t live;			/* messages with their body in it */
 	int closed;			/* no more appends */
-	uint64_t live_bytes;		/* their octets (STORE_SEG_BYTES_UNKNOWN: a
-					 * record of the older layout, until counted) */
+	uint64_t live_bytes;		/* their octets (STORE_SEG_BYTES_UNKNOWN: written
+					 * by a release that did not count them) */
 };
 #define STORE_SEG_BYTES_UNKNOWN UINT64_MAX
 void store_seg_count(struct store_seg *seg, int64_t msgs, int64_t bytes);

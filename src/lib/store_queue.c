@@ -250,34 +250,48 @@ int store_queue_layout(struct store_txn *t, void *arg)
 	return store_put_meta(t, name, STORE_LAYOUT);
 }
 
-/* seg_encode - a segment's bookkeeping as SEG_RECORD octets: length,
- * live, closed, then live_bytes (the older layout stops before it) */
-#define SEG_RECORD_OLD 13
-#define SEG_RECORD 21
-static size_t seg_encode(const struct store_seg *seg, unsigned char buf[SEG_RECORD])
+/* seg_encode - a segment's bookkeeping as 13 octets */
+static void seg_encode(const struct store_seg *seg, unsigned char buf[13])
 {
 	be_put(buf, seg->length, 8);
 	be_put(buf + 8, seg->live, 4);
 	buf[12] = seg->closed ? 1 : 0;
-	if (seg->live_bytes == STORE_SEG_BYTES_UNKNOWN)
-		return SEG_RECORD_OLD;	/* still not counted: stays so */
-	be_put(buf + 13, seg->live_bytes, 8);
-	return SEG_RECORD;
 }
 
-/* seg_decode - bookkeeping from a stored value */
+/* seg_decode - bookkeeping from a stored value (its octets: seg_bytes) */
 static int seg_decode(const MDB_val *k, const MDB_val *v, struct store_seg *seg)
 {
-	const unsigned char *p = v->mv_data;
-
-	if (k->mv_size != 8 || (v->mv_size != SEG_RECORD_OLD && v->mv_size != SEG_RECORD))
+	if (k->mv_size != 8 || v->mv_size != 13)
 		return -1;
 	seg->id = be_get(k->mv_data, 8);
-	seg->length = be_get(p, 8);
-	seg->live = (uint32_t)be_get(p + 8, 4);
-	seg->closed = p[12] != 0;
-	seg->live_bytes = v->mv_size == SEG_RECORD ? be_get(p + 13, 8) : STORE_SEG_BYTES_UNKNOWN;
+	seg->length = be_get(v->mv_data, 8);
+	seg->live = (uint32_t)be_get((const unsigned char *)v->mv_data + 8, 4);
+	seg->closed = ((const unsigned char *)v->mv_data)[12] != 0;
+	seg->live_bytes = STORE_SEG_BYTES_UNKNOWN;
 	return 0;
+}
+
+/* bytes_key - the key of a segment's live octets: id . 'b', next to its
+ * record and apart from it, so that a release that reads only the
+ * 13-octet record (and skips keys of other lengths) still knows every
+ * segment */
+static void bytes_key(unsigned char key[9], uint64_t id)
+{
+	be_put(key, id, 8);
+	key[8] = 'b';
+}
+
+/* seg_bytes - a decoded segment's live octets from its second key;
+ * STORE_SEG_BYTES_UNKNOWN when there is none (a release that did not
+ * count them wrote the record) */
+static void seg_bytes(MDB_txn *txn, MDB_dbi dbi, struct store_seg *seg)
+{
+	unsigned char kb[9];
+	MDB_val k = {9, kb}, v;
+
+	bytes_key(kb, seg->id);
+	if (mdb_get(txn, dbi, &k, &v) == 0 && v.mv_size == 8)
+		seg->live_bytes = be_get(v.mv_data, 8);
 }
 
 /* store_seg_count - msgs messages of bytes octets in all came into a
@@ -300,19 +314,30 @@ void store_seg_count(struct store_seg *seg, int64_t msgs, int64_t bytes)
 /* store_put_seg - add or replace a segment's bookkeeping */
 int store_put_seg(struct store_txn *t, const struct store_seg *seg)
 {
-	unsigned char key[8], val[SEG_RECORD];
-	size_t n = seg_encode(seg, val);
+	unsigned char key[8], bkey[9], val[13], bytes[8];
+	int rc;
 
 	be_put(key, seg->id, 8);
-	return store_kv_put(t, t->st->seg, key, sizeof(key), val, n);
+	seg_encode(seg, val);
+	bytes_key(bkey, seg->id);
+	if ((rc = store_kv_put(t, t->st->seg, key, sizeof(key), val, sizeof(val))) != 0)
+		return rc;
+	if (seg->live_bytes == STORE_SEG_BYTES_UNKNOWN)
+		return store_kv_del(t, t->st->seg, bkey, sizeof(bkey));	/* stays uncounted */
+	be_put(bytes, seg->live_bytes, 8);
+	return store_kv_put(t, t->st->seg, bkey, sizeof(bkey), bytes, sizeof(bytes));
 }
 
 /* store_del_seg - forget a segment */
 int store_del_seg(struct store_txn *t, uint64_t id)
 {
-	unsigned char key[8];
+	unsigned char key[8], bkey[9];
+	int rc;
 
 	be_put(key, id, 8);
+	bytes_key(bkey, id);
+	if ((rc = store_kv_del(t, t->st->seg, bkey, sizeof(bkey))) != 0)
+		return rc;
 	return store_kv_del(t, t->st->seg, key, sizeof(key));
 }
 
@@ -326,7 +351,10 @@ int store_txn_get_seg(struct store_txn *t, uint64_t id, struct store_seg *seg)
 	be_put(kb, id, 8);
 	if ((rc = mdb_get(t->txn, t->st->seg, &k, &v)) != 0)
 		return rc == MDB_NOTFOUND ? 1 : rc;
-	return seg_decode(&k, &v, seg) == 0 ? 0 : MDB_CORRUPTED;
+	if (seg_decode(&k, &v, seg) != 0)
+		return MDB_CORRUPTED;
+	seg_bytes(t->txn, t->st->seg, seg);
+	return 0;
 }
 
 /* store_txn_get_msg - a message record inside a write transaction;
@@ -736,8 +764,10 @@ int store_foreach_seg(struct store *st, store_seg_fn fn, void *arg)
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		struct store_seg seg;
 
-		if (seg_decode(&k, &v, &seg) == 0)
-			stop = fn(&seg, arg);
+		if (seg_decode(&k, &v, &seg) != 0)
+			continue;	/* a segment's octets, or not of this layout */
+		seg_bytes(txn, st->seg, &seg);
+		stop = fn(&seg, arg);
 	}
 	mdb_cursor_close(cur);
 	store_read_end(st, txn);

@@ -770,7 +770,7 @@ START_TEST(test_segments)
 		{256, 1ULL << 40, 0xffffffff, 1, (1ULL << 40) - 1},
 		{1, 100, 2, 0, 60},
 		{2, 0, 0, 0, 0},
-		/* the older layout: no octet count (13-octet record) */
+		/* as an older release writes it: no octet count */
 		{0x0102030405060708ULL, 77, 1, 1, STORE_SEG_BYTES_UNKNOWN},
 	};
 	static const size_t order[] = {1, 2, 0, 3};
@@ -817,6 +817,18 @@ START_TEST(test_segments)
 	ck_assert_int_eq(l.s[0].closed, 1);
 	ck_assert_uint_eq(l.s[0].live_bytes, 40);
 	ck_assert_uint_eq(l.s[1].id, 256);
+	ck_assert_uint_eq(l.s[2].id, 0x0102030405060708ULL);
+	ck_assert_uint_eq(l.s[2].live_bytes, STORE_SEG_BYTES_UNKNOWN);
+	/* a count dropped goes (its key with it), a record read alone stays */
+	s = (struct store_seg){1, 150, 1, 1, STORE_SEG_BYTES_UNKNOWN};
+	seg_op(0, &s);
+	s = (struct store_seg){.id = 1};
+	ck_assert_int_eq(seg_op(1, &s), 0);
+	ck_assert_uint_eq(s.live_bytes, STORE_SEG_BYTES_UNKNOWN);
+	ck_assert_uint_eq(s.length, 150);
+	l.n = 0;
+	ck_assert_int_eq(store_foreach_seg(st, seg_collect, &l), 0);
+	ck_assert_uint_eq(l.n, 3);
 	ck_assert_uint_eq(l.s[2].id, 0x0102030405060708ULL);
 }
 END_TEST
