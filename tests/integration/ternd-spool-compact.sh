@@ -215,6 +215,7 @@ tap_is "phase 1: every deferred body intact (ternq cat)" "$(all_intact "$top/ack
 python3 "$top/mail.py" send "$TERND_PORT" $((N + 1)) "$N" 4 "$top/acked2" &
 sender=$!
 tap_bg_register "$sender"
+before=$(grep -c 'copied forward' "$TERND_LOG")
 started=0
 for round in 1 2 3; do
 	sleep "$((RANDOM % 2)).$((RANDOM % 9 + 1))"
@@ -223,6 +224,7 @@ for round in 1 2 3; do
 done
 wait "$sender"
 tap_is "phase 2: ternd came back after each of 3 kills" "$started" 3
+tap_diag "phase 2: $(($(grep -c 'copied forward' "$TERND_LOG") - before)) segments copied forward and removed while the kills happened"
 d2=$(dead_acked "$top/acked1" "$top/acked2")
 tap_check "phase 2: the live mail is delivered" wait_until 120 live_drained
 tap_check "phase 2: the deferred mail stays ($d2 acknowledged)" test "$(queued)" -ge "$d2"
