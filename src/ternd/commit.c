@@ -393,41 +393,7 @@ static void rotate_when_idle(void)
 		log_error("cannot start a new spool segment: %s", err);
 }
 
-/* drop_dead_seg - forget the current segment if no message lives in it;
- * seg->id becomes 0 when it stays */
-static int drop_dead_seg(struct store_txn *txn, void *arg)
-{
-	struct store_seg *seg = arg;
-	uint64_t id = seg->id;
-	int rc = store_txn_get_seg(txn, id, seg);
-
-	if (rc != 0 || seg->live > 0) {
-		seg->id = 0;
-		return rc == 1 ? 0 : rc;
-	}
-	return store_del_seg(txn, id);
-}
-
-/* drop_if_dead - remove a segment that is not the current one (any
- * more) if no message lives in it */
-static void drop_if_dead(uint64_t id)
-{
-	struct store_seg seg = {.id = id};
-	char err[256];
-
-	if (store_write(ternd.store, drop_dead_seg, &seg, err, sizeof(err)) == 0 && seg.id != 0)
-		spool_seg_remove(ternd.spool, seg.id);
-}
-
-/* rotate_drained - nothing lives in the current segment: a new one, and
- * the old one goes (compact_jobs says when) */
-static void rotate_drained(void)
-{
-	uint64_t old = spool_segment_id(ternd.spool);
-
-	rotate_when_idle();
-	drop_if_dead(old);
-}
+static void rotate_drained(void);
 
 /* appender_main - stage one: bodies appended and flushed, batch by batch */
 static void *appender_main(void *arg)
@@ -612,6 +578,42 @@ void commit_start(void)
 	if (pthread_create(&writer_thread, NULL, writer_main, NULL) != 0
 	    || pthread_create(&appender_thread, NULL, appender_main, NULL) != 0)
 		log_fatal("cannot start the committer threads");
+}
+
+/* drop_dead_seg - forget the current segment if no message lives in it;
+ * seg->id becomes 0 when it stays */
+static int drop_dead_seg(struct store_txn *txn, void *arg)
+{
+	struct store_seg *seg = arg;
+	uint64_t id = seg->id;
+	int rc = store_txn_get_seg(txn, id, seg);
+
+	if (rc != 0 || seg->live > 0) {
+		seg->id = 0;
+		return rc == 1 ? 0 : rc;
+	}
+	return store_del_seg(txn, id);
+}
+
+/* drop_if_dead - remove a segment that is not the current one (any
+ * more) if no message lives in it */
+static void drop_if_dead(uint64_t id)
+{
+	struct store_seg seg = {.id = id};
+	char err[256];
+
+	if (store_write(ternd.store, drop_dead_seg, &seg, err, sizeof(err)) == 0 && seg.id != 0)
+		spool_seg_remove(ternd.spool, seg.id);
+}
+
+/* rotate_drained - nothing lives in the current segment: a new one, and
+ * the old one goes (compact_jobs says when) */
+static void rotate_drained(void)
+{
+	uint64_t old = spool_segment_id(ternd.spool);
+
+	rotate_when_idle();
+	drop_if_dead(old);
 }
 
 /* commit_stop - let the committer drain its queue and stop. A drained
