@@ -95,8 +95,7 @@ static int op_delete(struct store_txn *txn, struct queue_op_arg *a, const struct
 		return 0;	/* no bookkeeping: recovery sorts it out */
 	if (rc != 0)
 		return rc;
-	if (seg.live > 0)
-		seg.live--;
+	store_seg_count(&seg, -1, -(int64_t)m->size);
 	if (seg.live == 0 && seg.id != a->current_seg) {
 		a->seg_to_remove = seg.id;
 		return store_del_seg(txn, seg.id);

@@ -361,3 +361,33 @@ int spool_foreach_own_file(struct spool *sp, spool_file_fn fn, void *arg)
 {
 	return foreach_file(sp->owndir, fn, arg);
 }
+
+/* What spool_usage adds up in one directory. */
+struct usage {
+	int dirfd;
+	uint64_t *bytes, *files;
+};
+
+/* usage_file - one file's size into the sums */
+static int usage_file(const char *name, void *arg)
+{
+	struct usage *u = arg;
+	struct stat st;
+
+	if (fstatat(u->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
+		*u->bytes += (uint64_t)st.st_size;
+		(*u->files)++;
+	}
+	return 0;
+}
+
+/* spool_usage - octets and files on disk: segments, then own files */
+int spool_usage(struct spool *sp, uint64_t *seg_bytes, uint64_t *segs, uint64_t *own_bytes,
+		uint64_t *owns)
+{
+	struct usage seg = {sp->segdir, seg_bytes, segs}, own = {sp->owndir, own_bytes, owns};
+
+	*seg_bytes = *segs = *own_bytes = *owns = 0;
+	return foreach_file(sp->segdir, usage_file, &seg) < 0
+	       || foreach_file(sp->owndir, usage_file, &own) < 0 ? -1 : 0;
+}

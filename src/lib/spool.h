@@ -49,5 +49,7 @@ int spool_body_digest(struct spool *sp, const struct q_msg *m, FILE *copy);
 typedef int (*spool_file_fn)(const char *name, void *arg);
 int spool_foreach_seg_file(struct spool *sp, spool_file_fn fn, void *arg);
 int spool_foreach_own_file(struct spool *sp, spool_file_fn fn, void *arg);
+int spool_usage(struct spool *sp, uint64_t *seg_bytes, uint64_t *segs, uint64_t *own_bytes,
+		uint64_t *owns);
 
 #endif

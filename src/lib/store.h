@@ -32,7 +32,11 @@ struct store_seg {
 	uint64_t length;		/* octets committed; beyond is garbage */
 	uint32_t live;			/* messages with their body in it */
 	int closed;			/* no more appends */
+	uint64_t live_bytes;		/* their octets (STORE_SEG_BYTES_UNKNOWN: written
+					 * by a release that did not count them) */
 };
+#define STORE_SEG_BYTES_UNKNOWN UINT64_MAX
+void store_seg_count(struct store_seg *seg, int64_t msgs, int64_t bytes);
 
 struct store *store_open(const char *dir, int readonly, size_t mapsize, char *err, size_t errlen);
 void store_lock_share(const char *dir);
@@ -84,6 +88,9 @@ int store_get(struct store *st, const char *qid, struct q_msg *m,
 typedef int (*store_msg_fn)(const struct q_msg *m, const struct q_rcpt *rcpts,
 			    size_t nrcpts, void *arg);
 int store_foreach(struct store *st, store_msg_fn fn, void *arg);
+typedef int (*store_walk_fn)(const struct q_msg *m, void *arg);
+int store_walk_msgs(struct store *st, char pos[QID_LEN + 1], size_t max, store_walk_fn fn,
+		    void *arg);
 typedef int (*store_seg_fn)(const struct store_seg *seg, void *arg);
 int store_foreach_seg(struct store *st, store_seg_fn fn, void *arg);
 /* The schedule: live recipients by peer, then due time. */

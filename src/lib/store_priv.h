@@ -12,7 +12,9 @@
  *   sched  peer . '\0' . next_us(be64) . qid . idx -> "": live recipients
  *          by peer, then due time (a peer's name has no NUL; the key must
  *          fit LMDB's 511 octets, so the name at most SCHED_PEER_MAX)
- *   seg    id(be64)                 -> segment bookkeeping
+ *   seg    id(be64)                 -> segment bookkeeping (13 octets)
+ *          id(be64) . 'b'           -> u64: its live messages' octets (a
+ *          key of its own: releases before it read the record alone)
  *   meta   name                     -> u64 (last queue id, next segment,
  *          layout version, ...)
  *   tls    peer/host/port/policy    -> sealed TLS session (opaque here)

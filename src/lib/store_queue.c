@@ -258,7 +258,7 @@ static void seg_encode(const struct store_seg *seg, unsigned char buf[13])
 	buf[12] = seg->closed ? 1 : 0;
 }
 
-/* seg_decode - bookkeeping from a stored value */
+/* seg_decode - bookkeeping from a stored value (its octets: seg_bytes) */
 static int seg_decode(const MDB_val *k, const MDB_val *v, struct store_seg *seg)
 {
 	if (k->mv_size != 8 || v->mv_size != 13)
@@ -267,25 +267,77 @@ static int seg_decode(const MDB_val *k, const MDB_val *v, struct store_seg *seg)
 	seg->length = be_get(v->mv_data, 8);
 	seg->live = (uint32_t)be_get((const unsigned char *)v->mv_data + 8, 4);
 	seg->closed = ((const unsigned char *)v->mv_data)[12] != 0;
+	seg->live_bytes = STORE_SEG_BYTES_UNKNOWN;
 	return 0;
+}
+
+/* bytes_key - the key of a segment's live octets: id . 'b', next to its
+ * record and apart from it, so that a release that reads only the
+ * 13-octet record (and skips keys of other lengths) still knows every
+ * segment */
+static void bytes_key(unsigned char key[9], uint64_t id)
+{
+	be_put(key, id, 8);
+	key[8] = 'b';
+}
+
+/* seg_bytes - a decoded segment's live octets from its second key;
+ * STORE_SEG_BYTES_UNKNOWN when there is none (a release that did not
+ * count them wrote the record) */
+static void seg_bytes(MDB_txn *txn, MDB_dbi dbi, struct store_seg *seg)
+{
+	unsigned char kb[9];
+	MDB_val k = {9, kb}, v;
+
+	bytes_key(kb, seg->id);
+	if (mdb_get(txn, dbi, &k, &v) == 0 && v.mv_size == 8)
+		seg->live_bytes = be_get(v.mv_data, 8);
+}
+
+/* store_seg_count - msgs messages of bytes octets in all came into a
+ * segment (or left it, negative); never below 0, and an uncounted
+ * record's octets stay uncounted */
+void store_seg_count(struct store_seg *seg, int64_t msgs, int64_t bytes)
+{
+	if (msgs < 0 && (uint64_t)-msgs > seg->live)
+		seg->live = 0;
+	else
+		seg->live = (uint32_t)((int64_t)seg->live + msgs);
+	if (seg->live_bytes == STORE_SEG_BYTES_UNKNOWN)
+		return;
+	if (bytes < 0 && (uint64_t)-bytes > seg->live_bytes)
+		seg->live_bytes = 0;
+	else
+		seg->live_bytes = (uint64_t)((int64_t)seg->live_bytes + bytes);
 }
 
 /* store_put_seg - add or replace a segment's bookkeeping */
 int store_put_seg(struct store_txn *t, const struct store_seg *seg)
 {
-	unsigned char key[8], val[13];
+	unsigned char key[8], bkey[9], val[13], bytes[8];
+	int rc;
 
 	be_put(key, seg->id, 8);
 	seg_encode(seg, val);
-	return store_kv_put(t, t->st->seg, key, sizeof(key), val, sizeof(val));
+	bytes_key(bkey, seg->id);
+	if ((rc = store_kv_put(t, t->st->seg, key, sizeof(key), val, sizeof(val))) != 0)
+		return rc;
+	if (seg->live_bytes == STORE_SEG_BYTES_UNKNOWN)
+		return store_kv_del(t, t->st->seg, bkey, sizeof(bkey));	/* stays uncounted */
+	be_put(bytes, seg->live_bytes, 8);
+	return store_kv_put(t, t->st->seg, bkey, sizeof(bkey), bytes, sizeof(bytes));
 }
 
 /* store_del_seg - forget a segment */
 int store_del_seg(struct store_txn *t, uint64_t id)
 {
-	unsigned char key[8];
+	unsigned char key[8], bkey[9];
+	int rc;
 
 	be_put(key, id, 8);
+	bytes_key(bkey, id);
+	if ((rc = store_kv_del(t, t->st->seg, bkey, sizeof(bkey))) != 0)
+		return rc;
 	return store_kv_del(t, t->st->seg, key, sizeof(key));
 }
 
@@ -299,7 +351,10 @@ int store_txn_get_seg(struct store_txn *t, uint64_t id, struct store_seg *seg)
 	be_put(kb, id, 8);
 	if ((rc = mdb_get(t->txn, t->st->seg, &k, &v)) != 0)
 		return rc == MDB_NOTFOUND ? 1 : rc;
-	return seg_decode(&k, &v, seg) == 0 ? 0 : MDB_CORRUPTED;
+	if (seg_decode(&k, &v, seg) != 0)
+		return MDB_CORRUPTED;
+	seg_bytes(t->txn, t->st->seg, seg);
+	return 0;
 }
 
 /* store_txn_get_msg - a message record inside a write transaction;
@@ -650,6 +705,51 @@ int store_foreach(struct store *st, store_msg_fn fn, void *arg)
 	return rc;
 }
 
+/* store_walk_msgs - message records (no recipients) in queue id order
+ * from after pos ("" from the first), at most max of them, in one read
+ * transaction; fn sees each inside it (it must only copy), and its
+ * non-zero return stops the walk before that one. pos becomes the last
+ * one fn was done with, or "" at the end of the table. 1 at the end, 0
+ * when stopped or max were read, -1 */
+int store_walk_msgs(struct store *st, char pos[QID_LEN + 1], size_t max, store_walk_fn fn,
+		    void *arg)
+{
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_val k = {strlen(pos), pos}, v;
+	size_t seen = 0;
+	int rc, stop = 0;
+
+	if (store_read_cursor(st, st->msg, &txn, &cur) != 0)
+		return -1;
+	rc = k.mv_size ? mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE)
+		: mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+	if (rc == 0 && k.mv_size == strlen(pos) && memcmp(k.mv_data, pos, k.mv_size) == 0)
+		rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);	/* after it */
+	for (; rc == 0 && !stop && seen < max; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		struct q_msg m;
+
+		seen++;
+		if (q_msg_decode(v.mv_data, v.mv_size, &m) == 0) {
+			stop = fn(&m, arg);
+			q_msg_clear(&m);
+		}
+		if (stop)
+			break;	/* before it: the next walk starts there */
+		if (k.mv_size == QID_LEN) {
+			memcpy(pos, k.mv_data, QID_LEN);
+			pos[QID_LEN] = '\0';
+		}
+	}
+	mdb_cursor_close(cur);
+	store_read_end(st, txn);
+	if (rc == MDB_NOTFOUND) {
+		pos[0] = '\0';
+		return 1;
+	}
+	return rc == 0 ? 0 : -1;
+}
+
 /* store_foreach_seg - every segment's bookkeeping */
 int store_foreach_seg(struct store *st, store_seg_fn fn, void *arg)
 {
@@ -664,8 +764,10 @@ int store_foreach_seg(struct store *st, store_seg_fn fn, void *arg)
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		struct store_seg seg;
 
-		if (seg_decode(&k, &v, &seg) == 0)
-			stop = fn(&seg, arg);
+		if (seg_decode(&k, &v, &seg) != 0)
+			continue;	/* a segment's octets, or not of this layout */
+		seg_bytes(txn, st->seg, &seg);
+		stop = fn(&seg, arg);
 	}
 	mdb_cursor_close(cur);
 	store_read_end(st, txn);

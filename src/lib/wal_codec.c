@@ -6,7 +6,10 @@
  * first 20 header octets and the payload), then the payload: the message
  * record (2-octet length, store_codec's layout), the number of recipients
  * (4), each recipient record (2-octet length, store_codec's layout), the
- * Message-ID (2-octet length, at most WAL_MSGID_MAX octets). Integers are
+ * Message-ID (2-octet length, at most WAL_MSGID_MAX octets). A fill
+ * record (WAL_FILL) has an empty payload: the body behind it is one the
+ * log carries but does not describe (a body copied forward, whose queue
+ * record is changed by its own transaction). Integers are
  * little-endian. Must never read outside the buffer it was given, never
  * do I/O.
  */
@@ -75,6 +78,11 @@ size_t wal_rec_encode(const struct wal_rec *r, unsigned char *buf, size_t cap)
 	unsigned char tmp[STORE_RECORD_MAX], check[WAL_CHECK_LEN];
 	size_t len = WAL_HDR_LEN, n, idlen = r->msgid ? strlen(r->msgid) : 0;
 
+	if (r->flags & WAL_FILL) {
+		if (r->flags != WAL_FILL)
+			return 0;
+		goto header;
+	}
 	if (r->nrcpts == 0 || r->nrcpts > WAL_RCPTS_MAX || idlen > WAL_MSGID_MAX)
 		return 0;
 	if ((n = q_msg_encode(&r->msg, tmp, sizeof(tmp))) == 0)
@@ -91,6 +99,7 @@ size_t wal_rec_encode(const struct wal_rec *r, unsigned char *buf, size_t cap)
 	piece(buf, cap, &len, (const unsigned char *)(r->msgid ? r->msgid : ""), idlen);
 	if (len - WAL_HDR_LEN > WAL_PAYLOAD_MAX)
 		return 0;
+header:
 	if (len > cap)
 		return len;
 	memcpy(buf, wal_magic, sizeof(wal_magic));
@@ -110,7 +119,8 @@ int wal_hdr_decode(const unsigned char *buf, size_t len, struct wal_hdr *h)
 {
 	memset(h, 0, sizeof(*h));
 	if (len < WAL_HDR_LEN || memcmp(buf, wal_magic, sizeof(wal_magic)) != 0
-	    || buf[4] != WAL_VERSION || (buf[5] & ~WAL_REPLAY) != 0 || buf[6] != 0 || buf[7] != 0)
+	    || buf[4] != WAL_VERSION || (buf[5] & ~(WAL_REPLAY | WAL_FILL)) != 0
+	    || buf[5] == (WAL_REPLAY | WAL_FILL) || buf[6] != 0 || buf[7] != 0)
 		return -1;
 	h->version = buf[4];
 	h->flags = buf[5];
@@ -159,6 +169,8 @@ int wal_rec_decode(const unsigned char *buf, size_t len, struct wal_rec *r)
 		return -1;
 	r->flags = h.flags;
 	r->body_len = h.body_len;
+	if (h.flags & WAL_FILL)
+		return h.payload_len == 0 ? 0 : -1;
 	if ((p = take(buf, len, &off, &n)) == NULL || q_msg_decode(p, n, &r->msg) < 0)
 		return -1;
 	if (len - off < 4)

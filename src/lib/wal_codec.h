@@ -35,6 +35,7 @@
 
 /* record flags */
 #define WAL_REPLAY 0x01			/* acknowledged from the log: replay it if LMDB lacks it */
+#define WAL_FILL 0x02			/* no envelope (payload empty): a body copied forward, skipped */
 
 struct wal_hdr {
 	uint8_t version;

@@ -38,7 +38,9 @@
  * The appender starts a new segment only when no batch is in flight: then
  * no segment but the current one has appends that are not committed yet,
  * and a queue change that empties an older segment may remove it
- * (queue_ops never removes the current one).
+ * (queue_ops never removes the current one). Copy-forward (compact.c)
+ * adds its JOB_MOVE jobs to a batch: their bodies go through the same
+ * append and flush, each behind a fill record (wal.c), so the log reads on.
  *
  * History records are written with the batch; their lookup index is not
  * (see store_hist.c). The writer adds it when it would otherwise wait: once no
@@ -63,6 +65,7 @@
 #include <unistd.h>
 
 #include "commit.h"
+#include "compact.h"
 #include "log.h"
 #include "queue_ops.h"
 #include "ratelimit.h"
@@ -182,7 +185,7 @@ static int batch_write(struct store_txn *txn, struct batch *b, uint64_t *last_qi
 		if ((rc = store_txn_get_seg(txn, b->seg_id, &seg)) != 0 && rc != 1)
 			return rc;
 		seg.id = b->seg_id;
-		seg.live += b->wal.bodies;
+		store_seg_count(&seg, b->wal.bodies, (int64_t)b->wal.body_bytes);
 		seg.length = b->seg_length;	/* the log's checkpoint */
 		seg.closed = b->closes_seg;
 		if ((rc = store_put_seg(txn, &seg)) != 0)
@@ -213,15 +216,17 @@ static int group_write(struct store_txn *txn, void *arg)
 	return 0;
 }
 
-/* take_batch - dequeue up to commit_batch_max jobs (waits for one) */
-static size_t take_batch(struct job **jobs, size_t max)
+/* take_batch - dequeue up to commit_batch_max jobs (waits for one, or
+ * until compaction has work); *stop: ternd is stopping */
+static size_t take_batch(struct job **jobs, size_t max, int *stop)
 {
 	size_t n = 0;
+	int ms;
 
 	pthread_mutex_lock(&ternd.lock);
 	appender_waits = 1;
 	for (;;) {
-		while (ternd.head == NULL && !ternd.stopping) {
+		while (ternd.head == NULL && !ternd.stopping && (ms = compact_wait_ms()) > 0) {
 			struct timespec t;
 
 			if (!appender_idle) {
@@ -231,7 +236,7 @@ static size_t take_batch(struct job **jobs, size_t max)
 				pthread_cond_broadcast(&stage.cond);
 				pthread_mutex_unlock(&stage.lock);
 			}
-			clock_deadline(&t, 60000);
+			clock_deadline(&t, ms);
 			if (pthread_cond_timedwait(&ternd.work, &ternd.lock, &t) == ETIMEDOUT)
 				break;
 		}
@@ -244,7 +249,7 @@ static size_t take_batch(struct job **jobs, size_t max)
 				log_info("cleared %d stale queue database reader%s", dead,
 					 dead == 1 ? "" : "s");
 		}
-		if (ternd.head != NULL || ternd.stopping)
+		if (ternd.head != NULL || ternd.stopping || compact_wait_ms() == 0)
 			break;
 	}
 	while (ternd.head && n < max) {
@@ -253,6 +258,7 @@ static size_t take_batch(struct job **jobs, size_t max)
 	}
 	if (ternd.head == NULL)
 		ternd.tail = &ternd.head;
+	*stop = ternd.stopping;
 	appender_waits = 0;
 	appender_idle = 0;
 	pthread_mutex_unlock(&ternd.lock);
@@ -266,6 +272,10 @@ static void finish(struct job **jobs, size_t n, int result, const char *err)
 	for (size_t i = 0; i < n; i++) {
 		if (jobs[i] == NULL)
 			continue;
+		if (jobs[i]->kind == JOB_MOVE) {
+			compact_done(jobs[i], result);
+			continue;
+		}
 		jobs[i]->result = result;
 		if (result != 0)
 			snprintf(jobs[i]->err, sizeof(jobs[i]->err), "%s", err);
@@ -331,20 +341,21 @@ static void observe(const struct batch *b)
 }
 
 /* fail_accepts - after the spool failed: answer the batch's acceptances
- * with err, and keep its queue changes (they need no spool, and have no
+ * (and end its moves) with err, and keep its queue changes (they need no spool, and have no
  * record in the log) for the writer */
 static void fail_accepts(struct batch *b, const char *err)
 {
 	size_t kept = 0;
 
 	for (size_t i = 0; i < b->n; i++)
-		if (b->jobs[i]->kind == JOB_ACCEPT)
+		if (b->jobs[i]->kind != JOB_WRITE)	/* an acceptance, or a body moved */
 			finish(&b->jobs[i], 1, -1, err);
 		else
 			b->jobs[kept++] = b->jobs[i];
 	b->n = kept;
 	b->wal.n = 0;
 	b->wal.bodies = 0;
+	b->wal.body_bytes = 0;
 	b->wal.acked = 0;
 }
 
@@ -385,6 +396,8 @@ static void rotate_when_idle(int abandoned)
 		log_error("cannot start a new spool segment: %s", err);
 }
 
+static void rotate_drained(void);
+
 /* appender_main - stage one: bodies appended and flushed, batch by batch */
 static void *appender_main(void *arg)
 {
@@ -397,14 +410,21 @@ static void *appender_main(void *arg)
 		max = 1;
 	for (unsigned k = 0;; k = (k + 1) % COMMIT_SLOTS) {
 		struct batch *b = &batches[k];
-		int own = 0, failed = 0;
+		int own = 0, failed = 0, stop, drained;
 
 		pthread_mutex_lock(&stage.lock);
 		stage_wait(!b->in_flight);
 		pthread_mutex_unlock(&stage.lock);
-		b->n = take_batch(b->jobs, max);
-		if (b->n == 0)
+		b->n = take_batch(b->jobs, max, &stop);
+		drained = 0;
+		if (!stop)	/* a pass of copy-forward rides on the batch */
+			b->n = compact_jobs(b->jobs, b->n, COMMIT_BATCH_LIMIT, &drained);
+		if (drained)
+			rotate_drained();
+		if (b->n == 0 && stop)
 			break;	/* stopping and drained */
+		if (b->n == 0)
+			continue;
 		b->started = now_us();
 		b->closes_seg = 0;
 		b->seg_id = spool_segment_id(ternd.spool);
@@ -642,6 +662,7 @@ void commit_start(void)
 	if (store_get_meta(ternd.store, "next_seg", &last_seg) < 0
 	    || store_get_meta(ternd.store, "last_qid", &ternd_last_qid) < 0)
 		log_fatal("cannot read the queue counters");
+	compact_start();
 	if (segment_rotate(err, sizeof(err)) < 0)	/* a full disk: the first batch records it */
 		log_warning("cannot record a new spool segment: %s", err);
 	if (pthread_create(&writer_thread, NULL, writer_main, NULL) != 0
@@ -664,21 +685,37 @@ static int drop_dead_seg(struct store_txn *txn, void *arg)
 	return store_del_seg(txn, id);
 }
 
-/* commit_stop - let the committer drain its queue and stop. A drained
- * queue leaves no spool file behind: the current segment goes too when
- * nothing lives in it (while running, it stays until it is full). */
-void commit_stop(void)
+/* drop_if_dead - remove a segment that is not the current one (any
+ * more) if no message lives in it */
+static void drop_if_dead(uint64_t id)
 {
-	struct store_seg seg = {0};
+	struct store_seg seg = {.id = id};
 	char err[256];
 
+	if (store_write(ternd.store, drop_dead_seg, &seg, err, sizeof(err)) == 0 && seg.id != 0)
+		spool_seg_remove(ternd.spool, seg.id);
+}
+
+/* rotate_drained - nothing lives in the current segment: a new one, and
+ * the old one goes (compact_jobs says when) */
+static void rotate_drained(void)
+{
+	uint64_t old = spool_segment_id(ternd.spool);
+
+	rotate_when_idle(0);
+	drop_if_dead(old);
+}
+
+/* commit_stop - let the committer drain its queue and stop. A drained
+ * queue leaves no spool file behind: the current segment goes too when
+ * nothing lives in it (while running, rotate_drained does the same). */
+void commit_stop(void)
+{
 	pthread_mutex_lock(&ternd.lock);
 	ternd.stopping = 1;
 	pthread_cond_broadcast(&ternd.work);
 	pthread_mutex_unlock(&ternd.lock);
 	pthread_join(appender_thread, NULL);
 	pthread_join(writer_thread, NULL);
-	seg.id = spool_segment_id(ternd.spool);
-	if (store_write(ternd.store, drop_dead_seg, &seg, err, sizeof(err)) == 0 && seg.id != 0)
-		spool_seg_remove(ternd.spool, seg.id);
+	drop_if_dead(spool_segment_id(ternd.spool));
 }

@@ -17,7 +17,9 @@
 #include "store.h"
 
 /* One unit of work for the committer, which is the only LMDB writer. */
-enum job_kind { JOB_ACCEPT, JOB_WRITE };
+/* JOB_MOVE: a live body copied forward (compact.c), appended like an
+ * acceptance's; its write points the message at the copy */
+enum job_kind { JOB_ACCEPT, JOB_WRITE, JOB_MOVE };
 
 struct job {
 	enum job_kind kind;

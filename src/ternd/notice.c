@@ -19,6 +19,7 @@
 #include <sodium.h>
 
 #include "commit.h"
+#include "compact.h"
 #include "dsn.h"
 #include "log.h"
 #include "notice.h"
@@ -83,12 +84,13 @@ static int notice_build(const struct q_msg *m, const struct result *res, const c
 			const struct dsn_rcpt *dr, size_t n, struct dsn_buf *buf)
 {
 	struct dsn_msg dm = {0};
+	struct q_msg at = *m;		/* where the body is: copy-forward may move it */
 	char *content = NULL;
 	size_t clen = 0;
 	off_t off;
 	int fd, flags;
 
-	if ((fd = spool_open_body(ternd.spool, m, &off)) >= 0) {
+	if ((fd = compact_open_body(&at, &off)) >= 0) {
 		/* Enough for the whole message under RET=FULL, or its header:
 		 * a larger message is returned as headers only anyway. */
 		size_t want = m->size < DSN_HEADERS_MAX + DSN_FULL_MAX

@@ -22,6 +22,7 @@
 #include "clock.h"
 #include "deadline.h"
 #include "log.h"
+#include "compact.h"
 #include "metrics.h"
 #include "relay_proto.h"
 #include "smtp_cmd.h"
@@ -157,7 +158,7 @@ int tx_start(struct conn *c, struct attempt *a, const char *lead)
 	metric_observe(stats.queue_delay, (double)(a->t0 - m->arrival_us) / 1e6, c->peer->name);
 	metric_add(stats.transactions, 1, p->name, c->txns > 1 ? "yes" : "no");
 	/* Before anything is written: a lead still goes with a later write. */
-	if ((a->fd = spool_open_body(ternd.spool, m, &a->off)) < 0) {
+	if ((a->fd = compact_open_body(&a->m, &a->off)) < 0) {
 		snprintf(text, sizeof(text), "cannot open the spool file: %s", strerror(errno));
 		relay_outcome_rest(a, 450, "4.3.0", text);
 		a->clean = 1;	/* nothing was sent */

@@ -11,7 +11,8 @@
  * is set) and then moved by every change of a message's state, so a
  * scrape never reads the queue; tern_queue_oldest_age_seconds is one
  * LMDB lookup (the oldest queue id) per scrape, tern_notices_waiting one
- * table count, the map gauges one look at LMDB's meta page;
+ * table count, the map gauges one look at LMDB's meta page, the spool
+ * gauges one read of the segment table;
  * tern_queue_recipients walks the schedule index (every live recipient's
  * entry, by peer) at each scrape, in one short read per peer. The
  * delivery codes' series (tern_delivery_codes_total) are registered as
@@ -20,6 +21,7 @@
  */
 #include "config.h"
 
+#include "compact.h"
 #include "conn.h"
 #include "log.h"
 #include "metrics_std.h"
@@ -85,6 +87,26 @@ static double map_size(void *arg)
 	(void)arg;
 	store_map_usage(ternd.store, &used, &size);
 	return (double)size;
+}
+
+/* spool_bytes, spool_live - octets committed in shared spool segments,
+ * and those of queued messages (one read of the segment table) */
+static double spool_bytes(void *arg)
+{
+	uint64_t live, length;
+
+	(void)arg;
+	compact_usage(&live, &length);
+	return (double)length;
+}
+
+static double spool_live(void *arg)
+{
+	uint64_t live, length;
+
+	(void)arg;
+	compact_usage(&live, &length);
+	return (double)live;
 }
 
 /* count_due - one live recipient of a peer */
@@ -194,6 +216,13 @@ void stats_init(const struct conf *conf)
 	metric_gauge_fn(metric_new(METRIC_GAUGE, "tern_queue_map_size_bytes",
 				   "Size of the queue database's map (it grows when full).", NULL,
 				   NULL, 0), map_size, NULL);
+	metric_gauge_fn(metric_new(METRIC_GAUGE, "tern_spool_bytes",
+				   "Octets committed in the shared spool segments.", NULL, NULL, 0),
+			spool_bytes, NULL);
+	metric_gauge_fn(metric_new(METRIC_GAUGE, "tern_spool_live_bytes",
+				   "Octets of queued messages in the shared spool segments "
+				   "(copy-forward keeps tern_spool_bytes near them).", NULL, NULL, 0),
+			spool_live, NULL);
 	stats.spans_dropped = metric_new(METRIC_COUNTER, "tern_spans_dropped_total",
 					 "Span lines not written to otlp_spans_file (the writer "
 					 "could not keep up, or a write failed).", NULL, NULL, 0);

@@ -22,6 +22,11 @@
  * sync is marked closed (wal_abandon): its records past the checkpoint were
  * never acknowledged (451) and are never replayed.
  *
+ * A body copied forward (compact.c, a JOB_MOVE job) rides in the same
+ * write behind a fill record (WAL_FILL: no envelope): the log reads on
+ * past it, and replay skips it, since the move is the database's to record
+ * (its old copy stays until that commit).
+ *
  * Must never answer a job before its record and body are durable, never
  * let the database's checkpoint pass a record that is not in it, never
  * touch a job it answered.
@@ -32,6 +37,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -48,14 +54,22 @@ static void batch_reset(struct wal_batch *w)
 		wal_rec_clear(&w->recs[i]);
 	w->n = w->len = 0;
 	w->bodies = 0;
+	w->body_bytes = 0;
 	w->acked = 0;
 }
 
-/* job_rec - the record of an acceptance job (pointing into the job) */
+/* job_rec - the record of an acceptance job (pointing into the job), or
+ * the fill record of a body moved */
 static struct wal_rec job_rec(const struct job *j)
 {
 	struct wal_rec r = {0};
 
+	if (j->kind == JOB_MOVE) {
+		r.flags = WAL_FILL;
+		for (int k = 0; k < j->nbody; k++)
+			r.body_len += j->body[k].iov_len;
+		return r;
+	}
 	r.flags = j->write ? 0 : WAL_REPLAY;
 	r.msg = *j->msg;
 	r.rcpts = j->rcpts;
@@ -110,7 +124,7 @@ int wal_append(struct wal_batch *w, struct job **jobs, size_t n, char *err, size
 		struct job *j = jobs[i];
 		size_t len;
 
-		if (j->kind != JOB_ACCEPT)
+		if (j->kind == JOB_WRITE)
 			continue;
 		if ((len = add_rec(w, j, seg_id, pos)) == 0) {
 			snprintf(err, errlen, "%s: its envelope record does not validate", j->msg->qid);
@@ -120,8 +134,10 @@ int wal_append(struct wal_batch *w, struct job **jobs, size_t n, char *err, size
 		j->msg->seg_id = seg_id;
 		j->msg->offset = pos + len;
 		pos += len + w->recs[w->n - 1].body_len;
-		if (!(j->msg->flags & QMSG_OWNFILE))
+		if (j->kind == JOB_ACCEPT && !(j->msg->flags & QMSG_OWNFILE)) {
 			w->bodies++;
+			w->body_bytes += j->msg->size;
+		}
 	}
 	if (w->n == 0)
 		return 0;
@@ -130,7 +146,7 @@ int wal_append(struct wal_batch *w, struct job **jobs, size_t n, char *err, size
 	for (size_t i = 0; i < n; i++) {
 		struct job *j = jobs[i];
 
-		if (j->kind != JOB_ACCEPT)
+		if (j->kind == JOB_WRITE)
 			continue;
 		w->iov[niov].iov_base = w->buf + at;
 		w->iov[niov++].iov_len = w->pos[r].len;
@@ -236,7 +252,8 @@ int wal_apply(struct store_txn *txn, const struct wal_batch *w, uint64_t seg_id,
 	int rc;
 
 	for (size_t i = 0; i < w->n; i++)
-		if ((rc = apply_rec(txn, &w->recs[i], seg_id, w->pos[i].body_at, last_qid)) != 0)
+		if (!(w->recs[i].flags & WAL_FILL)
+		    && (rc = apply_rec(txn, &w->recs[i], seg_id, w->pos[i].body_at, last_qid)) != 0)
 			return rc;
 	return 0;
 }
@@ -311,6 +328,7 @@ static int replay_write(struct store_txn *txn, void *arg)
 	struct q_msg m0 = {0}, found;
 	uint64_t pos, last_qid = 0;
 	off_t dummy;
+	struct stat st;
 	int fd, rc = store_txn_get_seg(txn, p->id, &seg);
 
 	p->replayed = p->skipped = 0;
@@ -329,6 +347,13 @@ static int replay_write(struct store_txn *txn, void *arg)
 
 		if (len == 0)
 			break;
+		if (r.flags & WAL_FILL) {	/* a body moved: the move's commit is lost */
+			if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < pos + len + r.body_len)
+				break;	/* torn: the log ends here */
+			pos += len + r.body_len;
+			wal_rec_clear(&r);
+			continue;
+		}
 		if (!body_ok(&r, p->id, pos + len)) {
 			wal_rec_clear(&r);
 			break;	/* torn: the log ends here */
@@ -346,7 +371,7 @@ static int replay_write(struct store_txn *txn, void *arg)
 			}
 			p->replayed++;
 			if (!(r.msg.flags & QMSG_OWNFILE))
-				seg.live++;
+				store_seg_count(&seg, 1, (int64_t)r.msg.size);
 		} else if (rc != 0 && rc != 1) {
 			wal_rec_clear(&r);
 			close(fd);

@@ -29,7 +29,8 @@ struct wal_batch {
 	size_t n, ncap, poscap;
 	struct iovec *iov;
 	size_t iovcap;
-	uint32_t bodies;		/* bodies appended to the segment */
+	uint32_t bodies;		/* accepted bodies appended to the segment */
+	uint64_t body_bytes;		/* their octets */
 	size_t acked;			/* jobs answered from the log */
 };
 

@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -359,8 +360,20 @@ static int cmd_cat(struct ternq *q, const char *qid)
 		fprintf(stderr, "ternq: %s: %s\n", qid, rc == 1 ? "not in the queue" : "cannot read");
 		return rc == 1 ? EXIT_NOTFOUND : EXIT_USAGE;
 	}
-	if ((sp = spool_open(q->conf->global.spool_dir, 0, err, sizeof(err))) == NULL
-	    || (rc = spool_body_digest(sp, &m, stdout)) < 0) {
+	if ((sp = spool_open(q->conf->global.spool_dir, 0, err, sizeof(err))) != NULL
+	    && (rc = spool_body_digest(sp, &m, stdout)) < 0 && errno == ENOENT) {
+		/* ternd copied it forward and removed the segment meanwhile:
+		 * once more where its record says it is now (nothing was
+		 * written: the file did not open) */
+		q_msg_clear(&m);
+		if ((rc = store_get(q->store, qid, &m, NULL, NULL)) != 0) {
+			fprintf(stderr, "ternq: %s: %s\n", qid, rc == 1 ? "not in the queue" : "cannot read");
+			spool_close(&sp);
+			return rc == 1 ? EXIT_NOTFOUND : EXIT_USAGE;
+		}
+		rc = spool_body_digest(sp, &m, stdout);
+	}
+	if (sp == NULL || rc < 0) {
 		fprintf(stderr, "ternq: %s: cannot open the spool file: %s\n", qid,
 			sp ? strerror(errno) : err);
 		spool_close(&sp);
@@ -782,14 +795,39 @@ static void storage_print(const struct ternq *q, json_t *o)
 }
 
 /* cmd_stats - queue shape by age, like qshape, and the storage state */
+/* The walk of cmd_stats: the shape, and the octets the queue holds. */
+struct stats_walk {
+	struct qshape *s;
+	uint64_t live_seg, live_own;	/* bodies in shared segments, in own files */
+};
+
+/* stats_msg - a message into the shape and the sums (a store_msg_fn) */
+static int stats_msg(const struct q_msg *m, const struct q_rcpt *r, size_t n, void *arg)
+{
+	struct stats_walk *w = arg;
+
+	*((m->flags & QMSG_OWNFILE) ? &w->live_own : &w->live_seg) += m->size;
+	return qshape_msg(m, r, n, w->s);
+}
+
+/* cmd_stats - queue shape by age, like qshape; then the spool's octets,
+ * live against on disk */
 static int cmd_stats(struct ternq *q)
 {
 	struct qshape s = {.by_peer = strcmp(q->by, "peer") == 0, .now_us = q->now};
+	struct stats_walk w = {&s, 0, 0};
+	uint64_t seg_bytes = 0, segs = 0, own_bytes = 0, owns = 0;
+	struct spool *sp;
+	char err[512];
 
-	if (store_foreach(q->store, qshape_msg, &s) < 0) {
+	if (store_foreach(q->store, stats_msg, &w) < 0) {
 		fprintf(stderr, "ternq: cannot read the queue\n");
 		return EXIT_USAGE;
 	}
+	if ((sp = spool_open(q->conf->global.spool_dir, 0, err, sizeof(err))) == NULL
+	    || spool_usage(sp, &seg_bytes, &segs, &own_bytes, &owns) < 0)
+		fprintf(stderr, "ternq: cannot read the spool: %s\n", sp ? strerror(errno) : err);
+	spool_close(&sp);
 	qshape_sort(&s);
 	if (q->json) {
 		json_t *o = json_object(), *rows = json_array(), *labels = json_array();
@@ -811,6 +849,12 @@ static int cmd_stats(struct ternq *q)
 		}
 		json_object_set_new(o, "rows", rows);
 		storage_print(q, o);
+		json_object_set_new(o, "live_bytes", json_integer((json_int_t)(w.live_seg + w.live_own)));
+		json_object_set_new(o, "spool_bytes", json_integer((json_int_t)(seg_bytes + own_bytes)));
+		json_object_set_new(o, "segment_live_bytes", json_integer((json_int_t)w.live_seg));
+		json_object_set_new(o, "segment_bytes", json_integer((json_int_t)seg_bytes));
+		json_object_set_new(o, "segments", json_integer((json_int_t)segs));
+		json_object_set_new(o, "own_files", json_integer((json_int_t)owns));
 		print_json(o);
 	} else {
 		printf("%30s %6s", "", "T");
@@ -821,6 +865,10 @@ static int cmd_stats(struct ternq *q)
 		for (size_t i = 0; i < s.n; i++)
 			print_row(&s.rows[i], s.rows[i].key);
 		storage_print(q, NULL);
+		printf("spool: %" PRIu64 " octets live of %" PRIu64 " on disk; segments: %" PRIu64
+		       " live of %" PRIu64 " in %" PRIu64 " file%s; own files: %" PRIu64 "\n",
+		       w.live_seg + w.live_own, seg_bytes + own_bytes, w.live_seg, seg_bytes, segs,
+		       segs == 1 ? "" : "s", owns);
 	}
 	qshape_free(&s);
 	return 0;

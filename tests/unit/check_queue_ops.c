@@ -106,7 +106,7 @@ static int seg_fn(struct store_txn *t, void *arg)
 /* add_seg - a segment record and its (small) file */
 static void add_seg(uint64_t id, uint32_t live, int closed)
 {
-	struct store_seg seg = {id, 10, live, closed};
+	struct store_seg seg = {id, 10, live, closed, (uint64_t)live * 1234};	/* msg_init's size */
 	struct iovec iov = {"0123456789", 10};
 	uint64_t sid, off;
 	char err[256] = "";
@@ -343,6 +343,7 @@ START_TEST(test_delete_segment)
 	ck_assert_uint_eq(a.seg_to_remove, 0);
 	ck_assert_int_eq(seg_get(5, &seg), 0);
 	ck_assert_uint_eq(seg.live, 1);
+	ck_assert_uint_eq(seg.live_bytes, 1234);	/* its octets left with it */
 	ck_assert_uint_eq(seg.length, 10);	/* the rest unchanged */
 	ck_assert_int_eq(seg.closed, 1);
 	queue_op_cleanup(sp, &a);
@@ -382,6 +383,7 @@ START_TEST(test_delete_current_segment)
 	ck_assert_uint_eq(a.seg_to_remove, 0);	/* still being appended to */
 	ck_assert_int_eq(seg_get(CURRENT_SEG, &seg), 0);
 	ck_assert_uint_eq(seg.live, 0);
+	ck_assert_uint_eq(seg.live_bytes, 0);
 	ck_assert_uint_eq(seg.length, 10);
 	queue_op_cleanup(sp, &a);
 	ck_assert(file_exists("seg", "0000000000000009"));

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -499,6 +501,45 @@ START_TEST(test_open_body)
 }
 END_TEST
 
+/* A delivery that opened a body keeps reading it after copy-forward
+ * removed its segment: pread (the copy path) and sendfile(2) (the
+ * plain-text path) read the unlinked file through the descriptor;
+ * spool_usage no longer counts it. */
+START_TEST(test_open_body_removed)
+{
+	struct q_msg m;
+	uint64_t segb, segs, ownb, owns;
+	char got[32];
+	off_t off = -1, at;
+	int fd, sv[2];
+
+	second_body(&m);
+	ck_assert_int_eq(spool_usage(sp, &segb, &segs, &ownb, &owns), 0);
+	ck_assert_uint_eq(segb, 25);
+	ck_assert_uint_eq(segs, 1);
+	ck_assert_uint_eq(ownb + owns, 0);
+	fd = spool_open_body(sp, &m, &off);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(spool_seg_remove(sp, 0x1f), 0);
+	ck_assert_int_eq(seg_size("000000000000001f"), -1);
+	ck_assert_int_eq(spool_usage(sp, &segb, &segs, &ownb, &owns), 0);
+	ck_assert_uint_eq(segb + segs, 0);
+	ck_assert_int_eq(pread(fd, got, sizeof(got), off), 13);
+	ck_assert_mem_eq(got, "second body\r\n", 13);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	at = off;
+	ck_assert_int_eq(sendfile(sv[0], fd, &at, 13), 13);
+	ck_assert_int_eq(read(sv[1], got, sizeof(got)), 13);
+	ck_assert_mem_eq(got, "second body\r\n", 13);
+	close(sv[0]);
+	close(sv[1]);
+	close(fd);
+	errno = 0;
+	ck_assert_int_eq(spool_open_body(sp, &m, &off), -1);	/* a later open: gone */
+	ck_assert_int_eq(errno, ENOENT);
+}
+END_TEST
+
 START_TEST(test_body_digest)
 {
 	struct q_msg m;
@@ -635,6 +676,7 @@ int main(void)
 	tcase_add_test(tc, test_truncate);
 	tcase_add_test(tc, test_own_files);
 	tcase_add_test(tc, test_open_body);
+	tcase_add_test(tc, test_open_body_removed);
 	tcase_add_test(tc, test_body_digest);
 	tcase_add_test(tc, test_foreach);
 	tcase_set_timeout(tc, 60);

@@ -767,10 +767,11 @@ static int seg_collect(const struct store_seg *seg, void *arg)
 START_TEST(test_segments)
 {
 	struct store_seg segs[] = {
-		{256, 1ULL << 40, 0xffffffff, 1},
-		{1, 100, 2, 0},
-		{2, 0, 0, 0},
-		{0x0102030405060708ULL, 77, 1, 1},
+		{256, 1ULL << 40, 0xffffffff, 1, (1ULL << 40) - 1},
+		{1, 100, 2, 0, 60},
+		{2, 0, 0, 0, 0},
+		/* as an older release writes it: no octet count */
+		{0x0102030405060708ULL, 77, 1, 1, STORE_SEG_BYTES_UNKNOWN},
 	};
 	static const size_t order[] = {1, 2, 0, 3};
 	struct seg_list l = {.n = 0};
@@ -787,6 +788,7 @@ START_TEST(test_segments)
 		ck_assert_uint_eq(l.s[i].length, w->length);
 		ck_assert_uint_eq(l.s[i].live, w->live);
 		ck_assert_int_eq(l.s[i].closed, w->closed);
+		ck_assert_uint_eq(l.s[i].live_bytes, w->live_bytes);
 	}
 	/* read inside a write transaction */
 	memset(&s, 0, sizeof(s));
@@ -796,7 +798,7 @@ START_TEST(test_segments)
 	ck_assert_uint_eq(s.live, 0xffffffff);
 	ck_assert_int_eq(s.closed, 1);
 	/* replace, delete, miss */
-	s = (struct store_seg){1, 150, 1, 1};
+	s = (struct store_seg){1, 150, 1, 1, 40};
 	seg_op(0, &s);
 	s = (struct store_seg){.id = 2};
 	seg_op(2, &s);
@@ -813,8 +815,44 @@ START_TEST(test_segments)
 	ck_assert_uint_eq(l.s[0].length, 150);
 	ck_assert_uint_eq(l.s[0].live, 1);
 	ck_assert_int_eq(l.s[0].closed, 1);
+	ck_assert_uint_eq(l.s[0].live_bytes, 40);
 	ck_assert_uint_eq(l.s[1].id, 256);
 	ck_assert_uint_eq(l.s[2].id, 0x0102030405060708ULL);
+	ck_assert_uint_eq(l.s[2].live_bytes, STORE_SEG_BYTES_UNKNOWN);
+	/* a count dropped goes (its key with it), a record read alone stays */
+	s = (struct store_seg){1, 150, 1, 1, STORE_SEG_BYTES_UNKNOWN};
+	seg_op(0, &s);
+	s = (struct store_seg){.id = 1};
+	ck_assert_int_eq(seg_op(1, &s), 0);
+	ck_assert_uint_eq(s.live_bytes, STORE_SEG_BYTES_UNKNOWN);
+	ck_assert_uint_eq(s.length, 150);
+	l.n = 0;
+	ck_assert_int_eq(store_foreach_seg(st, seg_collect, &l), 0);
+	ck_assert_uint_eq(l.n, 3);
+	ck_assert_uint_eq(l.s[2].id, 0x0102030405060708ULL);
+}
+END_TEST
+
+/* store_seg_count: in and out, never below 0, unknown stays unknown */
+START_TEST(test_seg_count)
+{
+	struct store_seg s = {1, 100, 2, 0, 60};
+
+	store_seg_count(&s, 1, 40);
+	ck_assert_uint_eq(s.live, 3);
+	ck_assert_uint_eq(s.live_bytes, 100);
+	store_seg_count(&s, -1, -30);
+	ck_assert_uint_eq(s.live, 2);
+	ck_assert_uint_eq(s.live_bytes, 70);
+	store_seg_count(&s, -5, -500);
+	ck_assert_uint_eq(s.live, 0);
+	ck_assert_uint_eq(s.live_bytes, 0);
+	s.live_bytes = STORE_SEG_BYTES_UNKNOWN;
+	store_seg_count(&s, 2, 10);
+	ck_assert_uint_eq(s.live, 2);
+	ck_assert_uint_eq(s.live_bytes, STORE_SEG_BYTES_UNKNOWN);
+	store_seg_count(&s, -1, -10);
+	ck_assert_uint_eq(s.live_bytes, STORE_SEG_BYTES_UNKNOWN);
 }
 END_TEST
 
@@ -1978,6 +2016,7 @@ int main(void)
 	tcase_add_test(tc, test_long_peer);
 	tcase_add_test(tc, test_sched_peers_many);
 	tcase_add_test(tc, test_segments);
+	tcase_add_test(tc, test_seg_count);
 	tcase_add_test(tc, test_meta);
 	tcase_add_test(tc, test_notices);
 	tcase_add_test(tc, test_foreach_count);

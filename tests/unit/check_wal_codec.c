@@ -151,13 +151,38 @@ START_TEST(test_not_a_header)
 	memset(buf, 0, sizeof(buf));
 	memcpy(buf, "TWAL\2\0\0\0", 8);	/* a version we do not know */
 	ck_assert_int_eq(wal_hdr_decode(buf, sizeof(buf), &h), -1);
-	memcpy(buf, "TWAL\1\2\0\0", 8);	/* a flag we do not know */
+	memcpy(buf, "TWAL\1\4\0\0", 8);	/* a flag we do not know */
+	ck_assert_int_eq(wal_hdr_decode(buf, sizeof(buf), &h), -1);
+	memcpy(buf, "TWAL\1\3\0\0", 8);	/* replay and fill at once */
 	ck_assert_int_eq(wal_hdr_decode(buf, sizeof(buf), &h), -1);
 	memcpy(buf, "TWAL\1\1\0\0\1\0\0\1", 12);	/* payload over WAL_PAYLOAD_MAX */
 	ck_assert_int_eq(wal_hdr_decode(buf, sizeof(buf), &h), -1);
 	memcpy(buf, "TWAL\1\1\0\0\0\0\0\1", 12);	/* exactly WAL_PAYLOAD_MAX */
 	ck_assert_int_eq(wal_hdr_decode(buf, sizeof(buf), &h), 0);
 	ck_assert_uint_eq(h.payload_len, WAL_PAYLOAD_MAX);
+}
+END_TEST
+
+START_TEST(test_fill)
+{
+	struct wal_rec in = {.flags = WAL_FILL, .body_len = 4096}, out, bad = {.flags = WAL_FILL | WAL_REPLAY};
+	unsigned char buf[WAL_HDR_LEN];
+
+	/* a fill record is its header alone, and reads back as it was */
+	ck_assert_uint_eq(wal_rec_encode(&in, buf, sizeof(buf)), WAL_HDR_LEN);
+	ck_assert_int_eq(wal_rec_decode(buf, sizeof(buf), &out), 0);
+	ck_assert_uint_eq(out.flags, WAL_FILL);
+	ck_assert_uint_eq(out.body_len, 4096);
+	ck_assert_uint_eq(out.nrcpts, 0);
+	wal_rec_clear(&out);
+	/* every bit flip of it fails */
+	for (size_t i = 0; i < sizeof(buf) * 8; i++) {
+		buf[i / 8] ^= (unsigned char)(1u << (i % 8));
+		ck_assert_int_eq(wal_rec_decode(buf, sizeof(buf), &out), -1);
+		buf[i / 8] ^= (unsigned char)(1u << (i % 8));
+	}
+	/* a fill is never replayed */
+	ck_assert_uint_eq(wal_rec_encode(&bad, buf, sizeof(buf)), 0);
 }
 END_TEST
 
@@ -224,6 +249,7 @@ int main(void)
 	tcase_add_test(tc, test_torn);
 	tcase_add_test(tc, test_bit_flips);
 	tcase_add_test(tc, test_not_a_header);
+	tcase_add_test(tc, test_fill);
 	tcase_add_test(tc, test_inconsistent);
 	tcase_add_test(tc, test_limits);
 	suite_add_tcase(s, tc);
