@@ -32,10 +32,15 @@
 # Two networks: loopback, and delay (bench/delay-proxy between the last
 # hop and the peer, +DELAY_MS of round trip).
 #
-# CPU per message is the whole machine's: busy jiffies of all CPUs from
-# /proc/stat over the run divided by MESSAGES (so it includes smtp-blast,
-# the peer and the delay proxy, the same for every path, and whatever else
-# runs on the machine: compare figures of one run only). Every run starts
+# CPU per message, two figures: cpu_ms is the whole machine's, busy
+# jiffies of all CPUs from /proc/stat over the run divided by MESSAGES (so
+# it includes smtp-blast, the peer and the delay proxy, the same for every
+# path, and whatever else runs on the machine: compare figures of one run
+# only, on a quiet machine); path_ms is the path's own processes (Postfix
+# with all its daemons, tern-milter, ternd) from a cgroup v1 cpuacct group
+# (CGROUP_ROOT): the shell joins the group while it starts them, so
+# everything they fork is counted, and leaves it before the application
+# starts. path_ms is what to compare on a machine others are using. Every run starts
 # a fresh peer and a fresh path; a run fails if the peer does not get
 # every message or the path's queues are not empty at the end. The
 # count of messages beyond MESSAGES at the peer (duplicates) is printed.
@@ -57,6 +62,7 @@
 #     PEER [chunk]      chunk or smtp-sink
 #     RUN_TIMEOUT [900] seconds before a run is considered stuck
 #     BENCH_TMPDIR [/var/tmp]  PF_EXTRA [] more main.cf settings (diagnostics)
+#     CGROUP_ROOT [/sys/fs/cgroup/cpuacct]  cgroup v1 cpuacct mount
 #     TERND, TERNQ, TERN_MILTER, SMTP_BLAST, DELAY_PROXY, CHUNK_SINK  binaries
 #
 # Targets at DELAY_MS (medians): ternd >= 20x postfix; milter >= 4x postfix.
@@ -83,6 +89,7 @@ PEER=${PEER:-chunk}
 RUN_TIMEOUT=${RUN_TIMEOUT:-900}
 BENCH_TMPDIR=${BENCH_TMPDIR:-/var/tmp}
 PF_EXTRA=${PF_EXTRA:-}
+CGROUP_ROOT=${CGROUP_ROOT:-/sys/fs/cgroup/cpuacct}
 
 ternd_bin=${TERND:-$(built src/ternd/ternd)}
 ternq_bin=${TERNQ:-$(built src/ternq/ternq)}
@@ -104,6 +111,8 @@ require_uint MESSAGES SIZE SESSIONS CONNECTIONS ROUNDS DELAY_MS RUN_TIMEOUT
 for n in $NETWORKS; do case $n in loopback | delay) ;; *) die "unknown network $n" ;; esac; done
 for p in $PATHS; do case $p in postfix | milter | ternd) ;; *) die "unknown path $p" ;; esac; done
 case $PEER in chunk | smtp-sink) ;; *) die "unknown peer $PEER" ;; esac
+[ -w "$CGROUP_ROOT/cgroup.procs" ] && [ -r "$CGROUP_ROOT/cpuacct.usage" ] ||
+	die "no cgroup v1 cpuacct hierarchy at $CGROUP_ROOT (set CGROUP_ROOT)"
 [ -d "$BENCH_TMPDIR" ] && [ -w "$BENCH_TMPDIR" ] || die "BENCH_TMPDIR $BENCH_TMPDIR is not a writable directory"
 export TMPDIR=$BENCH_TMPDIR
 
@@ -114,6 +123,8 @@ export TMPDIR=$BENCH_TMPDIR
 . "$top_src/tests/lib/pki.sh"
 # shellcheck source=peer.sh
 . "$here/peer.sh"
+# shellcheck source=cgroup.sh
+. "$here/cgroup.sh"
 
 # peer_start DIR - a fresh peer below DIR; sets peer_port, peer_dir
 peer_start() {
@@ -226,7 +237,7 @@ ternd_queued() {
 # run_one ROUND NETWORK PATH - one timed run
 run_one() {
 	local round=$1 net=$2 path=$3 dir port t0 t_end deadline out ingest cpu0 cpu1 got extra
-	local busy steal ms msgs secs_
+	local busy steal ms msgs secs_ cg ns0 ns1 pms
 	dir=$(tap_tmpdir) || die "mktemp failed"
 	peer_start "$dir/peer"
 	port=$peer_port
@@ -234,11 +245,16 @@ run_one() {
 		proxy_start "$peer_port"
 		port=$proxy_port
 	fi
+	# the path's processes (and all they fork) in a group of their own
+	cg=$(cg_make "$round-$net-$path") || die "cannot create a cgroup below $CGROUP_ROOT"
+	echo "$$" >"$cg/cgroup.procs" || die "cannot join $cg"
 	path_start "$path" "$dir" "$port"
+	echo "$$" >"$CGROUP_ROOT/cgroup.procs" || die "cannot leave $cg"
 	sync
 	sleep 1
 
 	cpu0=$(cpu_snapshot)
+	ns0=$(cg_ns "$cg")
 	t0=$(now_us)
 	out=$("$blast" -c "$SESSIONS" -n "$MESSAGES" -s "$SIZE" "127.0.0.1:$entry" 2>&1)
 	[[ $out == *" accepted=$MESSAGES failed=0 "* ]] || die "run $round $net/$path: the application's mail was not all accepted: $out"
@@ -249,6 +265,7 @@ run_one() {
 	done
 	t_end=$(now_us)
 	cpu1=$(cpu_snapshot)
+	ns1=$(cg_ns "$cg")
 	[ "$PEER" = chunk ] && t_end=$(chunk_field "$peer_dir/sink.status" last_us)
 	wait_until 60 path_empty "$path" "$dir" || die "run $round $net/$path: queues not empty at the end"
 	sleep 0.5
@@ -260,18 +277,21 @@ run_one() {
 	read -r busy steal <<<"$(cpu_pct "$cpu0" "$cpu1")"
 	ms=$(awk -v a="$cpu0" -v b="$cpu1" -v t="$clk_tck" -v n="$MESSAGES" 'BEGIN { split(a, x, " "); split(b, y, " ")
 		printf "%.2f", (y[1] - x[1]) / t * 1000 / n }')
-	printf '%-5s %-8s %-8s %6s %8s %9s %9s %8s %5s %5s %5s\n' "$round" "$net" "$path" "$MESSAGES" \
-		"$secs_" "$msgs" "$ingest" "$ms" "$busy%" "$steal%" "$extra"
+	pms=$(awk -v a="$ns0" -v b="$ns1" -v n="$MESSAGES" 'BEGIN { printf "%.2f", (b - a) / 1e6 / n }')
+	printf '%-5s %-8s %-8s %6s %8s %9s %9s %8s %8s %5s %5s %5s\n' "$round" "$net" "$path" "$MESSAGES" \
+		"$secs_" "$msgs" "$ingest" "$ms" "$pms" "$busy%" "$steal%" "$extra"
 	rates[$net/$path]="${rates[$net/$path]:-} $msgs"
 	cpus[$net/$path]="${cpus[$net/$path]:-} $ms"
+	pcpus[$net/$path]="${pcpus[$net/$path]:-} $pms"
 
 	path_stop "$path" "$dir"
 	[ "$net" = delay ] && proxy_stop
 	peer_stop
+	cg_remove "$cg"
 	[ "${KEEP_TMP:-0}" = 1 ] || rm -rf "$dir"
 }
 
-declare -A rates cpus
+declare -A rates cpus pcpus
 
 echo "== pipeline benchmark: the application's mail to a TLS peer, end to end"
 echo "command:  ${cmdline}  (MESSAGES=$MESSAGES SIZE=$SIZE SESSIONS=$SESSIONS CONNECTIONS=$CONNECTIONS ROUNDS=$ROUNDS DELAY_MS=$DELAY_MS NETWORKS='$NETWORKS' PATHS='$PATHS' PEER=$PEER BENCH_TMPDIR=$BENCH_TMPDIR${PF_EXTRA:+ PF_EXTRA='$PF_EXTRA'})"
@@ -298,8 +318,9 @@ echo "peer:     $PEER, implicit TLS, test CA, ECDSA P-256; Postfix and ternd ver
 case " $NETWORKS " in *" delay "*) proxy_report ;; esac
 echo
 echo "secs: smtp-blast's start to the last message at the peer; ingest: smtp-blast's own msgs/s;"
-echo "cpu_ms: machine CPU (all cores, /proc/stat) per message over that time; dups: messages beyond MESSAGES at the peer"
-printf '%-5s %-8s %-8s %6s %8s %9s %9s %8s %5s %5s %5s\n' round network path msgs secs msgs/s ingest cpu_ms busy steal dups
+echo "cpu_ms: machine CPU (all cores, /proc/stat) per message over that time; path_ms: the path's processes' CPU"
+echo "per message (cpuacct); busy/steal: machine, over that time; dups: messages beyond MESSAGES at the peer"
+printf '%-5s %-8s %-8s %6s %8s %9s %9s %8s %8s %5s %5s %5s\n' round network path msgs secs msgs/s ingest cpu_ms path_ms busy steal dups
 read -r -a paths <<<"$PATHS"
 for ((r = 1; r <= ROUNDS; r++)); do
 	for net in $NETWORKS; do
@@ -312,7 +333,7 @@ echo "load:     $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 
 echo
 echo "== summary (medians over $ROUNDS rounds; ratios against postfix in the same network)"
-printf '%-8s %-8s %10s %8s %9s\n' network path msgs/s ratio cpu_ms
+printf '%-8s %-8s %10s %8s %9s %9s\n' network path msgs/s ratio cpu_ms path_ms
 for net in $NETWORKS; do
 	# shellcheck disable=SC2086 # the stored lists are space-separated
 	base=$(median ${rates[$net/postfix]:-})
@@ -320,7 +341,8 @@ for net in $NETWORKS; do
 		# shellcheck disable=SC2086
 		m=$(median ${rates[$net/$path]:-})
 		# shellcheck disable=SC2086
-		printf '%-8s %-8s %10s %8s %9s\n' "$net" "$path" "$m" "$(ratio "$m" "$base")" "$(median ${cpus[$net/$path]:-})"
+		printf '%-8s %-8s %10s %8s %9s %9s\n' "$net" "$path" "$m" "$(ratio "$m" "$base")" \
+			"$(median ${cpus[$net/$path]:-})" "$(median ${pcpus[$net/$path]:-})"
 	done
 done
 echo

@@ -78,7 +78,8 @@
 # For the chunk peers the end of a drain is the sink's own time stamp of
 # its last message (first_us/last_us in its status file), not the 0.1 s
 # poll; peer_cpu is the peer's processes' CPU (sink, stunnel4) over the
-# drain, in % of one core: near 100 would mean the peer is the bottleneck.
+# drain, in % of one core (near 100 would mean the peer is the
+# bottleneck) and in microseconds per message.
 #
 # How to run (as root; needs postfix, smtp-sink, stunnel4, openssl,
 # python3 and a built tree: ternd, ternq, bench/smtp-blast and
@@ -173,32 +174,9 @@ shm=/dev/shm
 # peer.sh: the delay proxy, chunk-sink, Postfix's best smtp client settings
 # shellcheck source=peer.sh
 . "$here/peer.sh"
-
-# --- cgroups ---------------------------------------------------------------------
-
-# cg_make - create a fresh cpuacct group for one sender; print its path
-cg_make() {
-	local cg
-	cg=$CGROUP_ROOT/tern-bench-relay-$$-$1
-	mkdir "$cg" || return 1
-	tap_on_exit "cg_remove $(printf '%q' "$cg")"
-	echo "$cg"
-}
-
-# cg_remove - move what is left in GROUP back to the root, remove GROUP
-cg_remove() {
-	local pid
-	[ -d "$1" ] || return 0
-	while read -r pid; do
-		echo "$pid" >"$CGROUP_ROOT/cgroup.procs" 2>/dev/null
-	done <"$1/cgroup.procs"
-	rmdir "$1" 2>/dev/null
-}
-
-# cg_ns - print GROUP's CPU time so far, in nanoseconds
-cg_ns() {
-	cat "$1/cpuacct.usage"
-}
+# cgroup.sh: cg_make, cg_remove, cg_ns (cpuacct groups, one per sender)
+# shellcheck source=cgroup.sh
+. "$here/cgroup.sh"
 
 # --- peers -----------------------------------------------------------------------
 
@@ -495,7 +473,7 @@ run_one() {
 	case $peer in chunk*) t_done=$(chunk_field "$peer_dir/sink.status" last_us) ;; esac
 	pcpu=-
 	[ "$pt0" = - ] || pcpu=$(awk -v a="$pt0" -v b="$pt1" -v t="$clk_tck" -v s="$(secs "$t0" "$t_done")" \
-		'BEGIN { printf "%.0f%%", 100 * (b - a) / t / s }')
+		-v n="$MESSAGES" 'BEGIN { printf "%.0f%%/%.0f", 100 * (b - a) / t / s, (b - a) / t * 1e6 / n }')
 	got=$(peer_count "$peer")
 	[ "$got" -eq "$MESSAGES" ] || die "run $round $net/$peer/$v: the peer got $got of $MESSAGES"
 	secs_=$(secs "$t0" "$t_done")
@@ -520,7 +498,7 @@ run_one() {
 		tls_rs=$(peer_tls "$peer" "$pl")
 	fi
 
-	printf '%-5s %-8s %-13s %-7s %6s %7s %8s %9s %7s %6s %-14s %-14s %-9s %5s %5s %8s\n' \
+	printf '%-5s %-8s %-13s %-7s %6s %7s %8s %9s %7s %6s %-14s %-14s %-9s %5s %5s %10s\n' \
 		"$round" "$net" "$peer" "$v" "$MESSAGES" "$fill_s" "$secs_" "$msgs" "$cpu_s" "$us" \
 		"$(tr ' ' / <<<"$tls_run")" "$(tr ' ' / <<<"$tls_rs")" "$s_tls" "$busy%" "$steal%" "$pcpu"
 	key=$peer/$net/$v
@@ -562,8 +540,8 @@ echo "storage:  senders below $BENCH_TMPDIR ($(df --output=fstype "$BENCH_TMPDIR
 case " $NETWORKS " in *" delay "*) proxy_report ;; esac
 echo
 echo "tls columns: TCP connections/full TLS handshakes/resumed ones, as the peer logged them;"
-echo "pf_tls: Postfix sender's new/reused TLS connections (its own log); peer_cpu: the peer's processes, % of one core"
-printf '%-5s %-8s %-13s %-7s %6s %7s %8s %9s %7s %6s %-14s %-14s %-9s %5s %5s %8s\n' round network peer sender \
+echo "pf_tls: Postfix sender's new/reused TLS connections (its own log); peer_cpu: the peer's processes, % of one core/us per message"
+printf '%-5s %-8s %-13s %-7s %6s %7s %8s %9s %7s %6s %-14s %-14s %-9s %5s %5s %10s\n' round network peer sender \
 	msgs fill_s drain_s msgs/s cpu_s us/msg tls_drain tls_restart pf_tls cpu steal peer_cpu
 read -r -a variants <<<"$VARIANTS"
 for ((r = 1; r <= ROUNDS; r++)); do
