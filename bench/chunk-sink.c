@@ -543,7 +543,7 @@ static void conn_event(struct conn *c)
 	ev = want;
 	if (c->wlen - c->woff < WBUF_HIGH && !c->quit && !c->eof && c->rlen < sizeof(c->rbuf))
 		ev |= EPOLLIN;
-	if (c->wlen > 0)
+	if (c->wlen > 0 && !c->handshaking)	/* the greeting waits for the handshake */
 		ev |= EPOLLOUT;
 	if (ev != c->events) {
 		struct epoll_event e = {.events = ev, .data.ptr = c};
