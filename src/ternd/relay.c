@@ -8,8 +8,10 @@
  * with keepalive NOOPs). A delivery thread sends one transaction per
  * message and peer (relay_proto.c; with PIPELINING the next waiting
  * message's transaction goes out before the previous final reply is
- * read), and hands each attempt's outcomes to the committer as soon as
- * its final reply is read (relay_result.c). A 250 that is lost to a crash
+ * read: with DATA one per round trip, with CHUNKING a window of up to
+ * max_pipeline_depth, window.h), and hands each attempt's outcomes to the
+ * committer as soon as its final reply is read (relay_result.c). A
+ * transaction whose final reply was read is never sent again. A 250 that is lost to a crash
  * before that commit means the message is sent again: at least once,
  * never lost. While a peer's circuit breaker (breaker.c) is open or
  * half-open its mail waits unread (the scheduler holds the peer: one job
@@ -29,6 +31,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "deadline.h"
 #include "log.h"
 #include "peer.h"
 #include "relay.h"
@@ -38,6 +41,7 @@
 #include "stats.h"
 #include "ternd.h"
 #include "tls_cache.h"
+#include "window.h"
 #include "xalloc.h"
 
 static struct {
@@ -261,13 +265,13 @@ static int peer_connect(struct peer_rt *rt, const struct conf_peer *p, struct co
 
 /* next_attempt - the peer's next job, if one is waiting, the breaker is
  * closed, the rate allows it and the connection may carry one more
- * message after those in flight; never waits. 1 loaded into a */
+ * message after the inflight ones; never waits. 1 loaded into a */
 static int next_attempt(struct peer_rt *rt, const struct conf_peer *p, const struct conn *c,
-			struct attempt *a)
+			size_t inflight, struct attempt *a)
 {
 	if (!(c->ehlo.flags & SMTP_EXT_PIPELINING) || c->fd < 0 || relay_stopping()
 	    || (p->max_messages_per_connection
-		&& c->messages + 1 >= (unsigned)p->max_messages_per_connection))
+		&& c->messages + inflight >= (unsigned long long)p->max_messages_per_connection))
 		return 0;
 	for (;;) {
 		char qid[QID_LEN + 1];
@@ -291,39 +295,225 @@ static int next_attempt(struct peer_rt *rt, const struct conf_peer *p, const str
 	}
 }
 
+/* attempt_requeue - an attempt none of whose replies was read before the
+ * connection died goes back to the front of its peer's queue, at no
+ * attempt cost; one whose content went out whole is logged as a possible
+ * duplicate */
+static void attempt_requeue(const struct conn *c, struct attempt *a)
+{
+	if (a->body_sent)
+		tx_twice_log(c, a, "sent again at once");
+	peer_cancel(a->home, &a->pass);
+	sched_requeue(a);
+}
 
 /*
- * relay_deliver - attempts for one job of a peer and, over a PIPELINING
- * connection, for the jobs waiting behind it (RFC 2920 section 3.1): the
- * next transaction is written before the previous final reply is read,
- * with DATA together with the previous end of data (its content waits for
- * 354), with BDAT at once after the previous content. Replies are counted
- * in order; each attempt goes to the committer as soon as its final reply
- * is read. After a failed BDAT the transaction may still be open on the
- * server (RFC 3030), so a BDAT transaction written behind another starts
- * with RSET: one more reply in the same read, no round trip. After the
- * final reply to the end of data the transaction is over (RFC 5321
+ * relay_serial - attempts for one job and, over a PIPELINING connection
+ * without CHUNKING, for the jobs waiting behind it (RFC 2920 section
+ * 3.1): the next transaction is written with the previous end of data
+ * (its content waits for 354), so one transaction per round trip. Each
+ * attempt goes to the committer as soon as its final reply is read. After
+ * the final reply to the end of data the transaction is over (RFC 5321
  * 4.1.1.4), so DATA needs no RSET there.
  *
  * When the connection is lost before the previous final reply was read,
  * that attempt is deferred as any lost one (may be delivered twice). An
  * attempt written behind it none of whose replies was read goes back to
- * the front of the peer's queue, to be sent again at once on a new
- * connection rather than deferred: nothing of it can have been accepted
- * with DATA (its content waits for 354), and with BDAT a retry later would
- * risk the same duplicate as one now. The loss was not its own, so it
- * costs no attempt and no backoff; a failure of the new connection counts
- * as usual.
+ * the front of the peer's queue (attempt_requeue): nothing of it can have
+ * been accepted, its content waits for 354. The loss was not its own, so
+ * it costs no attempt and no backoff; a failure of the new connection
+ * counts as usual.
+ */
+static void relay_serial(struct peer_rt *home, struct peer_rt *rt, struct conn *c,
+			 const struct conf_peer *p, struct attempt at[2])
+{
+	const struct conf *conf = ternd_conf();
+	struct attempt *a = &at[0], *b = &at[1];
+	int rc, next = 0;
+
+	rc = tx_start(c, a, "");
+	for (;;) {
+		/* a: written; with next, b is written behind it */
+		if (rc == 0)
+			rc = tx_replies(c, a);
+		if (rc < 0 && a->behind && !a->replied) {
+			/* none of a's replies came: as if lost before them */
+			relay_fail(c, NULL, 0, NULL, NULL);
+			if (next)
+				attempt_requeue(c, b);
+			attempt_requeue(c, a);
+			return;
+		}
+		if (rc == 0 && !next && rt == home && next_attempt(home, p, c, 1, b)) {
+			snprintf(b->relay_host, sizeof(b->relay_host), "%s", a->relay_host);
+			b->behind = 1;
+			next = 1;
+			peer_begin(home, &b->pass);
+			if ((rc = tx_start(c, b, a->dot ? ".\r\n" : "")) == 1)
+				relay_result_record(b, c, conf), sched_release(b), next = 0, rc = 0;
+			else if (rc == 0)
+				a->dot = 0;	/* it went with b's commands */
+		}
+		if (rc == 0)
+			rc = tx_final(c, a);
+		if (rc < 0)
+			tx_lost(c, a);
+		else if (!next && tx_rset(c, a->clean) < 0)
+			relay_fail(c, NULL, 0, NULL, NULL);	/* outcomes are set */
+		relay_result_record(a, c, conf);
+		sched_release(a);
+		if (!next)
+			return;
+		*a = *b;
+		next = 0;
+		if (c->fd < 0) {
+			attempt_requeue(c, a);
+			return;
+		}
+		rc = 0;
+	}
+}
+
+/*
+ * relay_window - attempts for one job and, over a connection with
+ * CHUNKING and PIPELINING, for the jobs waiting behind it: with BDAT
+ * nothing waits for a 354, so transaction after transaction (MAIL,
+ * RCPT..., BDAT n LAST and the content) is written while up to
+ * max_pipeline_depth of them and max_pipeline_bytes of content are in
+ * flight (window.h), and the replies are read for the oldest, strictly in
+ * order; each attempt goes to the committer as soon as its final reply is
+ * read, and the window is filled again. After a failed BDAT the
+ * transaction may still be open on the server (RFC 3030), so each
+ * transaction written behind another (or after one that did not end in
+ * 2xx) starts with RSET: one more reply in the same read, no round trip.
+ *
+ * Failures, in order:
+ * - a write fails: nothing more is written, and the replies already sent
+ *   are read until a short drain deadline (TX_DRAIN_MS) before anything
+ *   is decided: a transaction whose final reply was read is never sent
+ *   again;
+ * - a 421: the same (nothing more is written, what is owed is read until
+ *   the drain deadline), the 421 being its transaction's outcome;
+ * - a reply cannot be read (connection lost, or the drain is over): the
+ *   oldest attempt, when a reply of its own was read or it was the first
+ *   on the connection, is deferred as any lost one; every attempt behind
+ *   it (and one loaded but not written) goes back to the front of the
+ *   queue at once, in order, at no attempt cost (attempt_requeue). Every
+ *   one whose content went out whole but whose final reply was not read is
+ *   logged as a possible duplicate.
+ */
+static void relay_window(struct peer_rt *home, struct peer_rt *rt, struct conn *c,
+			 const struct conf_peer *p, struct attempt *first)
+{
+	const struct conf *conf = ternd_conf();
+	struct window w;
+	struct attempt *at, *a;
+	char why[sizeof(c->why)] = "";	/* the write that failed */
+	long long drain = 0;
+	int rc, pend = 1, dirty = 0, started = 0;
+
+	window_init(&w, p->max_pipeline_depth, p->max_pipeline_bytes);
+	at = xcalloc(w.depth + 1, sizeof(*at));	/* the last one: loaded, not written yet */
+	a = &at[w.depth];
+	*a = *first;	/* pending: the first attempt, then each one from the queue */
+	for (;;) {
+		/* write while there is room */
+		while (drain == 0 && c->fd >= 0) {
+			const char *lead = "";
+
+			if (!pend && w.count == 0 && !conn_alive(c)) {
+				relay_fail(c, NULL, 0, NULL, NULL);	/* closed by the peer meanwhile */
+				break;
+			}
+			if (!pend && (rt != home || !window_room(&w, 0)	/* full: load none yet */
+				      || !(pend = next_attempt(home, p, c, w.count, a))))
+				break;
+			if (!window_room(&w, a->m.size))
+				break;
+			pend = 0;
+			if (started++) {	/* the first began in relay_deliver */
+				snprintf(a->relay_host, sizeof(a->relay_host), "%s", first->relay_host);
+				peer_begin(home, &a->pass);
+			}
+			if (w.count > 0 || dirty) {
+				a->rset = dirty || w.count > 0;
+				a->behind = w.count > 0;
+				lead = "RSET\r\n";
+			}
+			if ((rc = tx_start(c, a, lead)) == 1) {
+				relay_result_record(a, c, conf);	/* nothing written */
+				sched_release(a);
+				continue;
+			}
+			dirty = 0;
+			at[window_push(&w, a->m.size)] = *a;
+			if (rc < 0) {
+				snprintf(why, sizeof(why), "%s", c->why);
+				drain = deadline_after(TX_DRAIN_MS);
+			}
+		}
+		if (w.count == 0)
+			break;
+		/* the oldest one's replies */
+		a = &at[window_oldest(&w)];
+		if (drain)
+			a->drain = drain;
+		if ((rc = tx_replies(c, a)) == 0)
+			rc = tx_final(c, a);
+		if (a->closing && drain == 0)
+			drain = a->drain;	/* 421: nothing more is written */
+		if (rc < 0)
+			break;
+		dirty = !a->clean;
+		relay_result_record(a, c, conf);
+		sched_release(a);
+		window_pop(&w);
+		a = &at[w.depth];
+	}
+	if (why[0])
+		snprintf(c->why, sizeof(c->why), "%s", why);	/* the cause, not the drain's end */
+	if (w.count > 0) {
+		/* lost: the oldest may have been delivered, those behind were not answered */
+		a = &at[window_oldest(&w)];
+		if (!a->behind || a->replied) {
+			tx_lost(c, a);
+			relay_result_record(a, c, conf);
+			sched_release(a);
+			window_pop(&w);
+		}
+		relay_fail(c, NULL, 0, NULL, NULL);
+		/* the newest first: each goes to the front, so they keep their order */
+		if (pend)
+			attempt_requeue(c, &at[w.depth]);
+		for (size_t k = w.count; k-- > 0;)
+			attempt_requeue(c, &at[window_nth(&w, k)]);
+		free(at);
+		return;
+	}
+	if (drain)
+		relay_fail(c, NULL, 0, NULL, NULL);	/* 421 or a failed write: all read */
+	else if (dirty && tx_rset(c, 0) < 0)
+		relay_fail(c, NULL, 0, NULL, NULL);	/* outcomes are set */
+	if (pend)
+		attempt_requeue(c, &at[w.depth]);	/* loaded, never written */
+	free(at);
+}
+
+
+/*
+ * relay_deliver - attempts for one job of a peer and the jobs waiting
+ * behind it on the same connection: a window of BDAT transactions when
+ * the peer offers CHUNKING and PIPELINING (relay_window), else one
+ * transaction per round trip (relay_serial).
  */
 static void relay_deliver(struct peer_rt *rt, struct conn *c, struct conn *cb, const char *qid)
 {
 	const struct conf *conf = ternd_conf();
 	const struct conf_peer *p = conf_peer_find(conf, rt->name);
-	struct attempt at[2], *a = &at[0], *b = &at[1];
+	struct attempt at[2], *a = &at[0];
 	const struct conf_peer *bp = NULL;
 	struct peer_rt *home = rt;
 	struct breaker_pass pass;
-	int rc, next = 0;
 
 	/* asked before the message is read: a held peer's mail is neither
 	 * read nor written, it stays due for when the breaker lets it go */
@@ -361,68 +551,14 @@ static void relay_deliver(struct peer_rt *rt, struct conn *c, struct conn *cb, c
 	conn_busy(c, 1);
 	snprintf(a->relay_host, sizeof(a->relay_host), "%s[%s]:%d", c->host, c->addr, c->port);
 	peer_begin(rt, &a->pass);
-	rc = tx_start(c, a, "");
-	for (;;) {
-		/* a: written; with next, b is written behind it */
-		int bdat = (c->ehlo.flags & SMTP_EXT_CHUNKING) != 0;
-
-		if (rc == 0 && !next && bdat && rt == home && next_attempt(home, p, c, b)) {
-			snprintf(b->relay_host, sizeof(b->relay_host), "%s", a->relay_host);
-			b->rset = b->behind = 1;
-			next = 1;
-			peer_begin(home, &b->pass);
-			if ((rc = tx_start(c, b, "RSET\r\n")) == 1)
-				relay_result_record(b, c, conf), sched_release(b), next = 0, rc = 0;
-		}
-		if (rc == 0)
-			rc = tx_replies(c, a);
-		if (rc < 0 && a->behind && !a->replied) {
-			/* none of a's replies came: as if lost before them */
-			conn_busy(c, 0);
-			relay_fail(c, NULL, 0, NULL, NULL);
-			if (next) {
-				peer_cancel(home, &b->pass);
-				sched_requeue(b);
-			}
-			peer_cancel(rt, &a->pass);
-			sched_requeue(a);
-			return;
-		}
-		if (rc == 0 && !next && !bdat && rt == home && next_attempt(home, p, c, b)) {
-			snprintf(b->relay_host, sizeof(b->relay_host), "%s", a->relay_host);
-			b->behind = 1;
-			next = 1;
-			peer_begin(home, &b->pass);
-			if ((rc = tx_start(c, b, a->dot ? ".\r\n" : "")) == 1)
-				relay_result_record(b, c, conf), sched_release(b), next = 0, rc = 0;
-			else if (rc == 0)
-				a->dot = 0;	/* it went with b's commands */
-		}
-		if (rc == 0)
-			rc = tx_final(c, a);
-		if (rc < 0)
-			tx_lost(c, a);
-		else if (!next && tx_rset(c, a) < 0)
-			relay_fail(c, NULL, 0, NULL, NULL);	/* outcomes are set */
-		relay_result_record(a, c, conf);
-		sched_release(a);
-		if (!next) {
-			conn_busy(c, 0);
-			if (c->fd >= 0 && p->max_messages_per_connection
-			    && c->messages >= (unsigned)p->max_messages_per_connection)
-				conn_close(c, 1);
-			return;
-		}
-		*a = *b;
-		next = 0;
-		if (c->fd < 0) {
-			conn_busy(c, 0);
-			peer_cancel(home, &a->pass);
-			sched_requeue(a);
-			return;
-		}
-		rc = 0;
-	}
+	if ((c->ehlo.flags & SMTP_EXT_PIPELINING) && (c->ehlo.flags & SMTP_EXT_CHUNKING))
+		relay_window(home, rt, c, p, a);
+	else
+		relay_serial(home, rt, c, p, at);
+	conn_busy(c, 0);
+	if (c->fd >= 0 && p->max_messages_per_connection
+	    && c->messages >= (unsigned long long)p->max_messages_per_connection)
+		conn_close(c, 1);
 }
 
 

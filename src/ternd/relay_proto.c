@@ -4,7 +4,11 @@
  * with it, MAIL, every RCPT and DATA (or BDAT and, at once, the content)
  * go in one write, and the replies are read in order. What the peer said
  * in EHLO it would refuse (SIZE, SMTPUTF8) is bounced before anything is
- * sent, as Postfix does. Runs in the delivery threads.
+ * sent, as Postfix does. With CHUNKING many transactions may be in
+ * flight (relay.c, window.h): replies are read for the oldest one, in
+ * order. After a write failed or a 421 was read, replies are read only
+ * until a short drain deadline: what the peer sent before it went away is
+ * read, nothing is waited for. Runs in the delivery threads.
  */
 #include "config.h"
 
@@ -15,12 +19,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
+#include "deadline.h"
+#include "log.h"
 #include "metrics.h"
 #include "relay_proto.h"
 #include "smtp_cmd.h"
 #include "spool.h"
 #include "stats.h"
 #include "ternd.h"
+#include "textesc.h"
 #include "xalloc.h"
 
 /* tx_mail_params - MAIL parameters the peer understands */
@@ -230,6 +238,33 @@ out:
 	return rv;
 }
 
+/* tx_timeout - how long the attempt's next reply may take: limit, or
+ * what is left of the drain deadline (0: only what was already read) */
+static long long tx_timeout(const struct attempt *a, long long limit)
+{
+	long long left;
+
+	if (a->drain == 0)
+		return limit;
+	left = a->drain - ms_now();
+	return left <= 0 ? 0 : left < limit ? left : limit;
+}
+
+/* tx_reply - the attempt's next reply within tx_timeout; a 421 (the peer
+ * closes the channel) starts the drain: nothing more is written, what is
+ * owed is read until the drain deadline. 0 read; -1 connection lost */
+static int tx_reply(struct conn *c, struct attempt *a, struct smtp_reply *r, long long limit)
+{
+	if (conn_reply(c, r, tx_timeout(a, limit)) < 0)
+		return -1;
+	if (r->code == 421) {
+		a->closing = 1;
+		if (a->drain == 0)
+			a->drain = deadline_after(TX_DRAIN_MS);
+	}
+	return 0;
+}
+
 /* tx_replies - the replies before the final one: a pipelined RSET, MAIL
  * and RCPT, DATA's 354, then the DATA content without its end. 0 the
  * final reply is due; 1 over (outcomes set); -1 connection lost */
@@ -242,7 +277,7 @@ int tx_replies(struct conn *c, struct attempt *a)
 	struct smtp_reply r;
 
 	if (a->rset) {
-		if (conn_reply(c, &r, p->command_timeout) < 0)
+		if (tx_reply(c, a, &r, p->command_timeout) < 0)
 			return -1;
 		a->replied = 1;
 		if (r.code != 250) {
@@ -252,7 +287,7 @@ int tx_replies(struct conn *c, struct attempt *a)
 		}
 	}
 	if (c->ehlo.flags & SMTP_EXT_PIPELINING) {
-		if (conn_reply(c, &r, p->command_timeout) < 0)
+		if (tx_reply(c, a, &r, p->command_timeout) < 0)
 			return -1;
 		a->replied = 1;
 		if (r.code != 250) {
@@ -260,7 +295,7 @@ int tx_replies(struct conn *c, struct attempt *a)
 			relay_outcome_rest(a, r.code, r.esc, text);
 		}
 		for (size_t i = 0; i < n; i++) {
-			if (conn_reply(c, &r, p->command_timeout) < 0)
+			if (tx_reply(c, a, &r, p->command_timeout) < 0)
 				return -1;
 			if (res->nout >= n)
 				continue;	/* MAIL failed: already set */
@@ -273,7 +308,7 @@ int tx_replies(struct conn *c, struct attempt *a)
 	}
 	if (c->ehlo.flags & SMTP_EXT_CHUNKING)
 		return 0;
-	if (conn_reply(c, &r, p->command_timeout) < 0)
+	if (tx_reply(c, a, &r, p->command_timeout) < 0)
 		return -1;
 	if (r.code != 354) {
 		smtp_reply_format(&r, text, sizeof(text));
@@ -302,7 +337,7 @@ int tx_final(struct conn *c, struct attempt *a)
 	if (a->dot && conn_write(c, ".\r\n", 3, p->data_timeout) < 0)
 		return -1;
 	a->dot = 0;
-	if (conn_reply(c, &r, p->data_timeout) < 0)
+	if (tx_reply(c, a, &r, p->data_timeout) < 0)
 		return -1;
 	smtp_reply_queue_id(&r, a->res.peer_qid, sizeof(a->res.peer_qid));
 	smtp_reply_format(&r, text, sizeof(text));
@@ -313,18 +348,38 @@ int tx_final(struct conn *c, struct attempt *a)
 	return 0;
 }
 
-/* tx_rset - a transaction that did not end in 2xx may still be open on
- * the server: RSET before the connection serves the next message */
-int tx_rset(struct conn *c, const struct attempt *a)
+/* tx_rset - a transaction that did not end in 2xx (clean 0) may still
+ * be open on the server: RSET before the connection serves the next
+ * message */
+int tx_rset(struct conn *c, int clean)
 {
 	struct smtp_reply r;
 
-	if (a->clean)
+	if (clean)
 		return 0;
 	if (conn_write(c, "RSET\r\n", 6, c->peer->command_timeout) < 0
 	    || conn_reply(c, &r, c->peer->command_timeout) < 0 || r.code != 250)
 		return -1;	/* outcomes are set; the connection is not reusable */
 	return 0;
+}
+
+/* tx_twice - the attempt may have been delivered although its final
+ * reply was not read: its content went out whole and a recipient has no
+ * outcome yet */
+int tx_twice(const struct attempt *a)
+{
+	return a->body_sent && a->res.nout < a->ntodo;
+}
+
+/* tx_twice_log - the one line for every possible duplicate (tx_twice),
+ * before the connection is closed; then says what becomes of it */
+void tx_twice_log(const struct conn *c, const struct attempt *a, const char *then)
+{
+	char why[TEXTESC_SIZE(sizeof(c->why))];
+
+	log_warning("%s: possible duplicate: its content was written to %s[%s] but its final reply "
+		    "was not read (%s); %s", a->qid, c->host, c->addr,
+		    textesc(why, sizeof(why), c->why, TEXTESC_REPLY), then);
 }
 
 /* tx_lost - the connection was lost: to relay_fail, every recipient
@@ -333,9 +388,11 @@ int tx_rset(struct conn *c, const struct attempt *a)
 void tx_lost(struct conn *c, struct attempt *a)
 {
 	char why[sizeof(c->why) + 64];
+	int twice = tx_twice(a);
 
 	/* The final reply was lost: it may have been delivered. */
-	snprintf(why, sizeof(why), "%s%s", c->why,
-		 a->body_sent ? " (the message may be delivered twice)" : "");
+	snprintf(why, sizeof(why), "%s%s", c->why, twice ? " (the message may be delivered twice)" : "");
+	if (twice)
+		tx_twice_log(c, a, "deferred");
 	relay_fail(c, a, 450, "4.4.2", why);
 }

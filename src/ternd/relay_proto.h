@@ -2,7 +2,8 @@
  * relay_proto.h - one SMTP client transaction over a connection, the
  * counterpart of Postfix's smtp_proto.c: MAIL, RCPT..., DATA or BDAT,
  * pipelined when offered, written behind the previous transaction's end
- * of data where RFC 2920 allows, then its replies, final reply and RSET.
+ * of data where RFC 2920 allows (with BDAT, behind many: window.h), then
+ * its replies, final reply and RSET.
  * Each step sets recipients' outcomes from the replies; a lost
  * connection goes to relay_fail. Never reads or writes the store, never
  * decides on retries or the breaker, never opens a connection.
@@ -23,9 +24,12 @@
 /*
  * One message's attempt over a connection, from the write of its commands
  * to its final reply. With cross-transaction pipelining a delivery thread
- * has two open: the oldest waits for its final reply while the next one's
- * commands (and, with BDAT, its content) are already on the wire.
+ * has several open: the oldest waits for its final reply while the next
+ * ones' commands (with DATA one, its content waiting for 354; with BDAT up
+ * to max_pipeline_depth, their content too) are already on the wire.
  */
+#define TX_DRAIN_MS 1000		/* after a failed write or a 421: replies still read */
+
 struct attempt {
 	struct peer_rt *home;		/* whose job it is: released there */
 	struct peer_rt *to;		/* where it goes: home, or home's backup */
@@ -47,6 +51,9 @@ struct attempt {
 	int clean;			/* ended in 2xx: no RSET needed */
 	int behind;			/* written behind another attempt's final reply */
 	int replied;			/* a reply of its own was read */
+	int closing;			/* a reply of its own was 421: nothing more is written */
+	long long drain;		/* replies are read until this deadline (deadline.h);
+					 * 0: within the peer's timeouts */
 	uint64_t t0;			/* its commands were written: transmission began */
 	struct breaker_pass pass;	/* its peer's breaker let it go (relay.c) */
 	struct result res;
@@ -56,7 +63,9 @@ struct attempt {
 int tx_start(struct conn *c, struct attempt *a, const char *lead);
 int tx_replies(struct conn *c, struct attempt *a);
 int tx_final(struct conn *c, struct attempt *a);
-int tx_rset(struct conn *c, const struct attempt *a);
+int tx_rset(struct conn *c, int clean);
+int tx_twice(const struct attempt *a);
+void tx_twice_log(const struct conn *c, const struct attempt *a, const char *then);
 void tx_lost(struct conn *c, struct attempt *a);
 
 #endif

@@ -12,52 +12,48 @@
 #   2. DATA (no CHUNKING): MAIL 2..10 arrive with the previous end of data;
 #      each delivered once, byte for byte
 #   3. the peer takes message 3's content and the next MAIL, then drops the
-#      connection: message 3 is deferred "may be delivered twice", the next
-#      is sent again at once; every message arrives, the queue empties;
+#      connection: message 3 is deferred "may be delivered twice", those
+#      written behind it are sent again at once; every message arrives, the queue empties;
 #      a peer that closes the connection right after message 2's final
-#      reply: message 3, written behind it, is sent again at once, not
-#      deferred, and every message arrives once
+#      reply: message 3 and those written behind it are sent again at
+#      once, not deferred, and every message arrives once; each message
+#      whose content was written but whose final reply was lost is logged
+#      as a possible duplicate
 #   4. implicit TLS (stunnel4): content goes by the copy path on a kernel
 #      without kTLS (sendfile=0 ktls=0), byte for byte
+#   5. a final reply sitting unread when a write fails: the peer answers
+#      message 1 at once and resets the connection, reading nothing more,
+#      while ternd writes message 2 (7 MB, behind it) into a small receive
+#      buffer: message 1's 250 is read before anything is decided, so it
+#      is sent once and not deferred; message 2 is sent again at once
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib/tap.sh"
 . "$here/../lib/ternd.sh"
+. "$here/../lib/record.sh"
 
 [ "$(id -u)" -eq 0 ] || tap_skip_all "must run as root (ternd drops privileges)"
 for cmd in python3 stunnel4 openssl; do
 	command -v "$cmd" >/dev/null || tap_skip_all "$cmd not installed"
 done
 top=$(tap_tmpdir)
-recorder=$here/../lib/record_peer.py
 
 declare -A port
-for s in bdat data drop close tls tlsfront; do
+for s in bdat data drop close tls tlsfront rst; do
 	port[$s]=$(free_port)
 done
-
-# recorder_start NAME [options] - a record_peer on port[NAME], into $top/NAME/
-recorder_start() {
-	local name=$1
-	shift
-	mkdir -p "$top/$name/msgs"
-	python3 "$recorder" "${port[$name]}" "$top/$name/log" "$top/$name/msgs" "$@" \
-		>"$top/$name/out" 2>&1 &
-	tap_bg_register "$!"
-	wait_for_port "${port[$name]}"
-}
 
 # peers WITH_HOSTS - the [peer] sections (no host: mail stays queued) and routes
 peers() {
 	local s
-	for s in bdat data drop close; do
+	for s in bdat data drop close rst; do
 		printf '%s\n' "[peer $s]" "tls = none" "max_connections = 1" "min_idle = 0"
 		[ "$1" = yes ] && printf '%s\n' "host = [127.0.0.1]" "port = ${port[$s]}"
 	done
 	printf '%s\n' "[peer tls]" "tls = encrypt" "tls_wrapper = yes" "max_connections = 1" "min_idle = 0"
 	[ "$1" = yes ] && printf '%s\n' "host = [127.0.0.1]" "port = ${port[tlsfront]}"
 	printf '%s\n' "[routes]" "bdat.test = bdat" "data.test = data" "drop.test = drop" \
-		"close.test = close" "tls.test = tls"
+		"close.test = close" "tls.test = tls" "rst.test = rst"
 }
 
 # logged PEER WORD WHEN - commands WORD the peer logged as arriving WHEN
@@ -68,26 +64,6 @@ logged() {
 # nlog REGEX - lines of ternd's log matching the extended REGEX
 nlog() {
 	grep -cE "$1" "$TERND_LOG"
-}
-
-# intact PEER - "STORED DISTINCT": the peer's stored messages that are one
-# of the originals for PEER byte for byte after ternd's Received: header,
-# and how many distinct originals those are
-intact() {
-	python3 - "$top/orig" "$1" "$top/$1/msgs" <<-'EOF2'
-		import os, re, sys
-		orig, peer, msgs = sys.argv[1:]
-		want = {open(os.path.join(orig, f), "rb").read(): f
-		        for f in os.listdir(orig) if f.startswith(peer + ".")}
-		ok, seen = 0, set()
-		for name in os.listdir(msgs):
-		    m = re.match(rb"Received: [^\r\n]*\r\n(?:[ \t][^\r\n]*\r\n)*(.*)\Z",
-		                 open(os.path.join(msgs, name), "rb").read(), re.S)
-		    if m and m.group(1) in want:
-		        ok += 1
-		        seen.add(want[m.group(1)])
-		print(ok, len(seen))
-	EOF2
 }
 
 # octets PEER - the size of everything the peer stored
@@ -111,7 +87,8 @@ python3 - "$TERND_PORT" "$top/orig" <<-'EOF'
 	import os, smtplib, sys
 	port, orig = int(sys.argv[1]), sys.argv[2]
 	s = smtplib.SMTP("127.0.0.1", port, "client.test", timeout=30)
-	for peer, count in (("bdat", 10), ("data", 10), ("drop", 10), ("close", 5), ("tls", 3)):
+	for peer, count in (("bdat", 10), ("data", 10), ("drop", 10), ("close", 5), ("tls", 3),
+	                    ("rst", 2)):
 	    for i in range(1, count + 1):
 	        lines = ["From: <sender@client.test>", "To: <rcpt%d@%s.test>" % (i, peer),
 	                 "Subject: %s %d" % (peer, i), "Date: Mon, 30 Nov 2026 00:00:00 +0000",
@@ -119,12 +96,14 @@ python3 - "$TERND_PORT" "$top/orig" <<-'EOF'
 	        lines += ["%s %d line %d %s" % (peer, i, k, "x" * 60) for k in range(40 * i)]
 	        if i == 5:
 	            lines += [".a line with a leading dot", "..two", "."]
+	        if peer == "rst" and i == 2:
+	            lines += ["%07d %s" % (k, "y" * 90) for k in range(7 * 1024 * 1024 // 100)]
 	        body = "".join(l + "\r\n" for l in lines).encode()
 	        open(os.path.join(orig, "%s.%d" % (peer, i)), "wb").write(body)
 	        s.sendmail("sender@client.test", ["rcpt%d@%s.test" % (i, peer)], body)
 	s.quit()
 	EOF
-tap_is "38 messages are queued" "$(ternq_ list --json | wc -l)" 38
+tap_is "40 messages are queued" "$(ternq_ list --json | wc -l)" 40
 ternd_stop
 tap_is "ternd stops cleanly" "$?" 0
 
@@ -135,6 +114,7 @@ recorder_start data --no-chunking
 recorder_start drop --drop-after 3
 recorder_start close --close-after 2
 recorder_start tls
+recorder_start rst --delay 0 --fail 1:rst --rcvbuf 65536
 printf '%s\n' "foreground = yes" "pid =" "[smtps]" "accept = 127.0.0.1:${port[tlsfront]}" \
 	"connect = 127.0.0.1:${port[tls]}" "cert = $top/cert.pem" "key = $top/key.pem" \
 	>"$top/stunnel.conf"
@@ -190,10 +170,12 @@ tap_is "3: closed after a final reply: every message arrived once" "$(intact clo
 tap_is "3: ... on two connections" "$(logged close EHLO first)" 2
 tap_is "3: ... none deferred" "$(nlog ": $q: to=<rcpt[0-9]+@close\\.test>, .*status=deferred ")" 0
 tap_is "3: ... 5 logged sent" "$(nlog ": $q: to=<rcpt[0-9]+@close\\.test>, .*status=sent ")" 5
-# drop: message 4, written behind message 3; close: message 3, written
-# behind message 2, and message 4, written (BDAT) behind message 3
+# BDAT, a window of 16 (ternd-window.sh tests it): drop: messages 4..10,
+# written behind message 3; close: messages 3..5, written behind message 2
 tap_is "3: the messages none of whose replies came were sent again at once" \
-	"$(nlog ": $q: connection lost before its replies: sent again$")" 3
+	"$(($(nlog_peer drop "connection lost before its replies: sent again$") + $(nlog_peer close "connection lost before its replies: sent again$")))" 10
+tap_is "3: each logged as a possible duplicate, and message 3 of drop" \
+	"$(nlog ": warning: $q: possible duplicate: its content was written to 127\.0\.0\.1\[127\.0\.0\.1\] but its final reply was not read \(lost connection with 127\.0\.0\.1\[127\.0\.0\.1\] while receiving the reply\); (sent again at once|deferred)$")" 11
 
 # --- 4. TLS ---------------------------------------------------------------------------
 
@@ -208,5 +190,20 @@ else
 	tap_is "4: no kTLS in this kernel: all content by the copy path" \
 		"$(nlog ": peer tls: connection to 127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\]:${port[tlsfront]} closed: conn_use=3, bytes sendfile=0 ktls=0 copy=$(octets tls)$")" 1
 fi
+
+# --- 5. a final reply sitting unread when a write fails ----------------------------------
+
+tap_is "5: the peer reset the connection after the first final reply" "$(grep -c ' rst$' "$top/rst/log")" 1
+tap_like "5: the small message went first" "$(grep -E '^conn=1 mail ' "$top/rst/log")" \
+	"^conn=1 mail 1 ahead 0 size [0-9]{4}\$"
+tap_like "5: ... the large one was being written behind it when the reset came" \
+	"$(grep -E ": peer rst: connection to .* closed: " "$TERND_LOG" | head -1)" \
+	"closed: conn_use=1, bytes sendfile=[0-9]{7} ktls=0 copy=0\$"
+tap_is "5: every message arrived once, byte for byte" "$(intact rst)" "2 2"
+tap_is "5: none deferred" "$(nlog ": $q: to=<rcpt[0-9]+@rst\\.test>, .*status=deferred ")" 0
+tap_is "5: 2 logged sent" "$(nlog ": $q: to=<rcpt[0-9]+@rst\\.test>, .*status=sent ")" 2
+tap_is "5: the large one, not answered, sent again at once" \
+	"$(nlog_peer rst "connection lost before its replies: sent again$")" 1
+tap_is "5: no possible duplicate" "$(nlog_peer rst "possible duplicate")" 0
 tap_check "no sanitizer reports" ternd_sanitizer_clean
 tap_done

@@ -3,7 +3,8 @@
 command arrives relative to its own replies.
 
     record_peer.py PORT LOG DIR [--no-chunking] [--delay SECONDS]
-                   [--drop-after N] [--close-after N]
+                   [--drop-after N] [--close-after N] [--fail N:WHAT]...
+                   [--rcvbuf OCTETS]
 
 Listens on 127.0.0.1:PORT and offers PIPELINING, CHUNKING (unless
 --no-chunking), 8BITMIME and SIZE. Each end of data or BDAT ... LAST is
@@ -22,17 +23,38 @@ MAIL command, log "conn=C drop" (or "conn=C drop without a next MAIL") and
 close the connection without a final reply. --close-after N: on the Nth
 message of the run only, close the connection right after its final reply
 (log "conn=C close"), leaving unanswered whatever came behind it.
-Replies are counted, never queued out of order. Runs until killed.
+
+Each MAIL is also logged as "conn=C mail K ahead F size S": the Kth MAIL
+on the connection, F final replies sent on it before that MAIL had
+arrived completely, S its SIZE= (0 without): K - F transactions were in
+flight when it arrived. Replies 4xx and 5xx are logged as
+"conn=C reply CODE".
+
+--fail N:WHAT (repeatable) acts on the Nth transaction (MAIL) of the
+whole run, once: "N:mail:REPLY", "N:rcpt:REPLY" (to each of its RCPTs) or
+"N:bdat:REPLY" (to its BDAT ... LAST, content not stored, the transaction
+left open: a MAIL without RSET before it gets 503) answer REPLY instead
+of 250, after --delay seconds of reading what arrives; a 421 REPLY then
+closes the connection (log "conn=C 421"). "N:drop": once its content is
+stored, read for --delay seconds and close without its final reply (log
+"conn=C drop"). "N:rst": right after its final reply, close with a TCP
+reset, reading nothing more (log "conn=C rst"). --rcvbuf: the receive
+buffer of each connection (SO_RCVBUF), so that a large message blocks
+its sender. Replies are counted, never queued out of order. Runs until
+killed.
 """
 import argparse
 import os
+import re
 import socket
+import struct
 import threading
 import time
 
 args = None
 lock = threading.Lock()
-state = {"conns": 0, "msgs": 0, "dropped": False, "closed": False}
+state = {"conns": 0, "msgs": 0, "dropped": False, "closed": False, "mails": 0}
+fails = {}  # transaction number of the run -> (what, reply)
 
 
 def log(line):
@@ -52,6 +74,9 @@ class Session:
         self.mail = None
         self.rcpts = 0
         self.n = 0
+        self.marks = []       # self.got at each final reply sent
+        self.mails = 0        # MAIL commands on this connection
+        self.fail = None      # (what, reply) for the current transaction
 
     def recv(self, timeout=None):
         self.s.settimeout(timeout)
@@ -82,7 +107,29 @@ class Session:
         return data
 
     def send(self, text):
+        if text[:1] in "45":
+            log("conn=%d reply %s" % (self.cid, text[:3]))
         self.s.sendall(text.encode() + b"\r\n")
+
+    def finished(self):
+        """a final reply was just sent"""
+        self.mark = self.got
+        self.marks.append(self.got)
+
+    def failing(self, what):
+        """the reply --fail gives at this stage, or None; after --delay"""
+        if self.fail is None or self.fail[0] != what:
+            return None
+        self.linger(args.delay)
+        return self.fail[1]
+
+    def refuse(self, reply):
+        """a --fail reply; False when it closes the connection (421)"""
+        self.send(reply)
+        if reply.startswith("421"):
+            log("conn=%d 421" % self.cid)
+            return False
+        return True
 
     def linger(self, seconds):
         """read what arrives for a while, as a slow server would not"""
@@ -114,10 +161,19 @@ class Session:
                     break
             log("conn=%d drop%s" % (self.cid, "" if b"MAIL " in self.buf else " without a next MAIL"))
             return False
+        if self.fail is not None and self.fail[0] == "drop":
+            self.linger(args.delay)
+            log("conn=%d drop" % self.cid)
+            return False
         self.linger(args.delay)
-        self.mark = self.got
         self.send("250 2.0.0 Ok: queued as %d.%d" % (self.cid, self.n))
+        self.finished()
         self.mail, self.rcpts = None, 0
+        if self.fail is not None and self.fail[0] == "rst":
+            time.sleep(0.1)  # the reply leaves first (TCP_NODELAY), then the reset
+            log("conn=%d rst" % self.cid)
+            self.s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            return False
         with lock:
             close = nth == args.close_after and not state["closed"]
             state["closed"] |= close
@@ -144,15 +200,32 @@ class Session:
                     self.send("250-" + e)
                 self.send("250 " + ext[-1])
             elif verb == "MAIL":
+                self.mails += 1
+                size = re.search(r" SIZE=(\d+)", line)
+                log("conn=%d mail %d ahead %d size %s" % (self.cid, self.mails,
+                    sum(1 for m in self.marks if m < self.used), size.group(1) if size else 0))
                 if self.mail is not None:
                     self.send("503 5.5.1 Error: nested MAIL command")
-                else:
-                    self.mail = line
-                    self.send("250 2.1.0 Ok")
+                    continue
+                with lock:
+                    state["mails"] += 1
+                    self.fail = fails.pop(state["mails"], None)
+                reply = self.failing("mail")
+                if reply is not None:
+                    if not self.refuse(reply):
+                        return
+                    continue
+                self.mail = line
+                self.send("250 2.1.0 Ok")
             elif verb == "RCPT":
                 if self.mail is None:
                     self.send("503 5.5.1 Error: need MAIL command")
                 else:
+                    reply = self.failing("rcpt")
+                    if reply is not None:
+                        if not self.refuse(reply):
+                            return
+                        continue
                     self.rcpts += 1
                     self.send("250 2.1.5 Ok")
             elif verb == "DATA":
@@ -180,8 +253,15 @@ class Session:
                     self.send("250 2.0.0 Ok: %d octets" % len(data))
                     continue
                 if not self.rcpts:
-                    self.mark = self.got
                     self.send("554 5.5.1 Error: no valid recipients")
+                    self.finished()
+                    continue
+                reply = self.failing("bdat")
+                if reply is not None:
+                    ok = self.refuse(reply)
+                    self.finished()
+                    if not ok:
+                        return
                     continue
                 if not self.final(self.store(data)):
                     return
@@ -199,6 +279,7 @@ class Session:
 
 def serve(sock, cid):
     try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         Session(sock, cid).run()
     except OSError:
         pass
@@ -216,8 +297,15 @@ def main():
     ap.add_argument("--delay", type=float, default=0.3)
     ap.add_argument("--drop-after", type=int, default=0)
     ap.add_argument("--close-after", type=int, default=0)
+    ap.add_argument("--fail", action="append", default=[])
+    ap.add_argument("--rcvbuf", type=int, default=0)
     args = ap.parse_args()
+    for spec in args.fail:
+        n, what, *reply = spec.split(":", 2)
+        fails[int(n)] = (what, reply[0] if reply else None)
     ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if args.rcvbuf:
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, args.rcvbuf)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind(("127.0.0.1", args.port))
     ls.listen(16)

@@ -1,0 +1,233 @@
+#!/bin/bash
+# ternd-window.sh - many BDAT transactions in flight on one connection
+# (RFC 2920 section 3.1, RFC 3030), checked on the wire against
+# tests/lib/record_peer.py, which answers each final reply 300 ms late and
+# logs, for each MAIL, how many final replies it had sent on the
+# connection before that MAIL arrived ("mail K ahead F": K - F
+# transactions in flight). Mail is queued while the peers have no host,
+# then ternd restarts with them, so that each peer's messages wait
+# together. Every sender is <>, so that no bounce makes a DSN.
+#
+#   1. max_pipeline_depth = 4, 10 messages: exactly 4 transactions are
+#      written before the first final reply, never more than 4 in flight,
+#      each behind another after a pipelined RSET; each delivered once,
+#      byte for byte, over one connection. max_pipeline_depth = 1: one at a
+#      time, no RSET
+#   2. max_pipeline_bytes = 12000 and messages of about 5300 octets: 2 in
+#      flight; one of about 30000 octets goes alone
+#   3. failures in the middle of a window of 4, at the third transaction:
+#      - 550 to its RCPT: that message bounces, the peer answers its BDAT
+#        554, and the next transaction (behind its RSET) is not refused;
+#        the other 5 sent once
+#      - 451 to its BDAT: that message is deferred and sent later, the
+#        transaction left open is closed by the pipelined RSET (no 503);
+#        each of the 6 delivered once
+#      - 421 to its MAIL, the connection closed: that message is deferred
+#        with the 421; the 3 written behind it, never answered, are sent
+#        again at once on a new connection (each logged as a possible
+#        duplicate, its content having been written); each of the 8
+#        delivered once
+#      - the connection dropped after its content, the final reply lost:
+#        it is deferred "may be delivered twice" and arrives twice; the 3
+#        behind it are sent again at once; the other 7 arrive once; 4
+#        possible duplicates logged
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../lib/tap.sh"
+. "$here/../lib/ternd.sh"
+. "$here/../lib/record.sh"
+
+[ "$(id -u)" -eq 0 ] || tap_skip_all "must run as root (ternd drops privileges)"
+command -v python3 >/dev/null || tap_skip_all "python3 not installed"
+top=$(tap_tmpdir)
+
+peers_all="depth one bytes rcpt bdat r421 drop"
+declare -A port count
+for s in $peers_all; do
+	port[$s]=$(free_port)
+done
+count=([depth]=10 [one]=4 [bytes]=9 [rcpt]=6 [bdat]=6 [r421]=8 [drop]=8)
+
+# peers WITH_HOSTS - the [peer] sections (no host: mail stays queued) and routes
+peers() {
+	local s
+	for s in $peers_all; do
+		printf '%s\n' "[peer $s]" "tls = none" "max_connections = 1" "min_idle = 0"
+		case $s in
+		one) echo "max_pipeline_depth = 1" ;;
+		bytes) echo "max_pipeline_bytes = 12000" ;;
+		*) echo "max_pipeline_depth = 4" ;;
+		esac
+		[ "$1" = yes ] && printf '%s\n' "host = [127.0.0.1]" "port = ${port[$s]}"
+	done
+	echo "[routes]"
+	for s in $peers_all; do
+		echo "$s.test = $s"
+	done
+}
+
+# nlog REGEX - lines of ternd's log matching the extended REGEX
+nlog() {
+	grep -cE "$1" "$TERND_LOG"
+}
+
+# status PEER STATUS - delivery lines of PEER's mail with that status
+status() {
+	nlog ": [0-9A-Z]{13}: to=<rcpt[0-9]+@$1\\.test>, .*status=$2 "
+}
+
+# peer_log PEER REGEX - lines of the peer's log matching REGEX
+peer_log() {
+	grep -cE "$2" "$top/$1/log"
+}
+
+# window PEER - "FIRST MAX": MAILs written before the peer's first final
+# reply on its first connection, and most transactions in flight when a
+# MAIL arrived on any connection
+window() {
+	python3 - "$top/$1/log" <<-'EOF2'
+		import re, sys
+		first = most = 0
+		for line in open(sys.argv[1]):
+		    m = re.match(r"conn=(\d+) mail (\d+) ahead (\d+) size (\d+)$", line)
+		    if m:
+		        c, k, f = int(m.group(1)), int(m.group(2)), int(m.group(3))
+		        first += c == 1 and f == 0
+		        most = max(most, k - f)
+		print(first, most)
+	EOF2
+}
+
+# alone PEER SIZE - "yes" when the MAIL of SIZE octets or more arrived
+# with nothing else in flight and the next MAIL on its connection after
+# its final reply
+alone() {
+	python3 - "$top/$1/log" "$2" <<-'EOF2'
+		import re, sys
+		mails = [tuple(map(int, m.groups())) for m in
+		         (re.match(r"conn=(\d+) mail (\d+) ahead (\d+) size (\d+)$", l)
+		          for l in open(sys.argv[1])) if m]
+		big = [x for x in mails if x[3] >= int(sys.argv[2])]
+		ok = len(big) == 1 and big[0][1] - big[0][2] == 1
+		after = [x for x in mails if x[0] == big[0][0] and x[1] == big[0][1] + 1] if big else []
+		ok = ok and all(x[2] >= big[0][1] for x in after)
+		print("yes" if ok else "no: %s" % big)
+	EOF2
+}
+
+# --- queue the mail while no peer has a host ----------------------------------------
+
+export TERND_PEERS
+TERND_PEERS=$(peers no)
+ternd_setup "$top/t" "min_backoff = 2s" "max_backoff = 4s" || exit 1
+mkdir -p "$top/orig"
+spec=""
+for s in $peers_all; do
+	spec="$spec $s:${count[$s]}"
+done
+python3 - "$TERND_PORT" "$top/orig" $spec <<-'EOF'
+	import os, smtplib, sys
+	port, orig = int(sys.argv[1]), sys.argv[2]
+	s = smtplib.SMTP("127.0.0.1", port, "client.test", timeout=30)
+	for arg in sys.argv[3:]:
+	    peer, count = arg.split(":")
+	    for i in range(1, int(count) + 1):
+	        lines = ["From: <sender@client.test>", "To: <rcpt%d@%s.test>" % (i, peer),
+	                 "Subject: %s %d" % (peer, i), "Message-ID: <%s.%d@client.test>" % (peer, i), ""]
+	        # about 5000 octets; the bytes peer's fifth, 30000
+	        n = 375 if peer == "bytes" and i == 5 else 62
+	        lines += ["%s %d line %d %s" % (peer, i, k, "x" * 60) for k in range(n)]
+	        body = "".join(l + "\r\n" for l in lines).encode()
+	        open(os.path.join(orig, "%s.%d" % (peer, i)), "wb").write(body)
+	        s.sendmail("", ["rcpt%d@%s.test" % (i, peer)], body)
+	s.quit()
+	EOF
+tap_is "51 messages are queued" "$(ternq_ list --json | wc -l)" 51
+ternd_stop
+tap_is "ternd stops cleanly" "$?" 0
+
+# --- the peers, then ternd with their hosts ---------------------------------------------
+
+recorder_start depth
+recorder_start one
+recorder_start bytes
+recorder_start rcpt --fail "3:rcpt:550 5.1.1 <rcpt@rcpt.test>: Recipient address rejected"
+recorder_start bdat --fail "3:bdat:451 4.3.0 Error: try again later"
+recorder_start r421 --fail "3:mail:421 4.3.2 Service shutting down"
+recorder_start drop --fail "3:drop"
+
+TERND_PEERS=$(peers yes)
+ternd_setup "$top/t" "min_backoff = 2s" "max_backoff = 4s" || exit 1
+tap_check "the queue empties" wait_until 120 ternd_drained
+ternd_stop
+tap_is "ternd stops cleanly" "$?" 0
+q='[0-9A-Z]{13}'
+
+# --- 1. depth ----------------------------------------------------------------------------
+
+tap_is "1: one connection" "$(peer_log depth '^conn=[0-9]+ EHLO ')" 1
+tap_is "1: 4 transactions written before the first final reply, never more in flight" \
+	"$(window depth)" "4 4"
+tap_is "1: each written behind another starts with a pipelined RSET" \
+	"$(peer_log depth '^conn=1 RSET before$')" 9
+tap_is "1: 10 messages delivered once each, byte for byte" "$(intact depth)" "10 10"
+tap_is "1: 10 logged sent" "$(status depth sent)" 10
+tap_is "1: nothing refused" "$(peer_log depth ' reply ')" 0
+tap_is "1: depth 1: one transaction at a time" "$(window one)" "1 1"
+tap_is "1: ... each MAIL after the previous final reply" "$(peer_log one '^conn=1 MAIL after$')" 3
+tap_is "1: ... no RSET" "$(peer_log one ' RSET ')" 0
+tap_is "1: ... 4 messages delivered once each" "$(intact one)" "4 4"
+
+# --- 2. bytes ----------------------------------------------------------------------------
+
+tap_is "2: max_pipeline_bytes 12000: 2 in flight" "$(window bytes)" "2 2"
+tap_is "2: the message larger than the bound went alone" "$(alone bytes 20000)" yes
+tap_is "2: 9 messages delivered once each, byte for byte" "$(intact bytes)" "9 9"
+tap_is "2: 9 logged sent" "$(status bytes sent)" 9
+
+# --- 3. failures in the middle of a window ----------------------------------------------
+
+tap_is "3: rcpt: 4 in flight" "$(window rcpt)" "4 4"
+tap_is "3: rcpt: the peer refused one RCPT, then its BDAT" \
+	"$(grep ' reply ' "$top/rcpt/log" | cut -d' ' -f3 | tr '\n' ' ')" "550 554 "
+tap_is "3: rcpt: that message bounced at once" \
+	"$(nlog ": $q: to=<rcpt[0-9]+@rcpt\\.test>, .*dsn=5\\.1\\.1, status=bounced \\(550 5\\.1\\.1 <rcpt@rcpt\\.test>: Recipient address rejected\\), tls=none$")" 1
+tap_is "3: rcpt: the other 5 sent, none deferred" "$(status rcpt sent) $(status rcpt deferred)" "5 0"
+tap_is "3: rcpt: 5 messages delivered once each" "$(intact rcpt)" "5 5"
+tap_is "3: rcpt: one connection" "$(peer_log rcpt '^conn=[0-9]+ EHLO ')" 1
+
+tap_is "3: bdat: 4 in flight" "$(window bdat)" "4 4"
+tap_is "3: bdat: the peer refused one BDAT, and no MAIL after it (RSET came first)" \
+	"$(grep ' reply ' "$top/bdat/log" | cut -d' ' -f3 | tr '\n' ' ')" "451 "
+tap_is "3: bdat: that message deferred with the reply" \
+	"$(nlog ": $q: to=<rcpt[0-9]+@bdat\\.test>, .*dsn=4\\.3\\.0, status=deferred \\(451 4\\.3\\.0 Error: try again later\\), tls=none$")" 1
+tap_is "3: bdat: no other deferral" "$(status bdat deferred)" 1
+tap_is "3: bdat: 6 logged sent (one on its second attempt)" "$(status bdat sent)" 6
+tap_is "3: bdat: 6 messages delivered once each" "$(intact bdat)" "6 6"
+
+tap_is "3: 421: the peer said 421 and closed" "$(peer_log r421 '^conn=1 421$')" 1
+tap_is "3: 421: that message deferred with the 421" \
+	"$(nlog ": $q: to=<rcpt[0-9]+@r421\\.test>, .*dsn=4\\.3\\.2, status=deferred \\(421 4\\.3\\.2 Service shutting down\\), tls=none$")" 1
+tap_is "3: 421: no other deferral" "$(status r421 deferred)" 1
+tap_is "3: 421: the 3 written behind it sent again at once" \
+	"$(nlog_peer r421 "connection lost before its replies: sent again$")" 3
+tap_is "3: 421: ... each logged as a possible duplicate" \
+	"$(nlog_peer r421 "possible duplicate: its content was written to 127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\] but its final reply was not read \\(.*\\); sent again at once$")" 3
+tap_is "3: 421: 8 logged sent" "$(status r421 sent)" 8
+tap_is "3: 421: 8 messages delivered once each" "$(intact r421)" "8 8"
+
+tap_is "3: drop: the peer dropped the connection" "$(peer_log drop '^conn=1 drop$')" 1
+tap_is "3: drop: that message deferred, its final reply lost" \
+	"$(nlog ": $q: to=<rcpt[0-9]+@drop\\.test>, .*dsn=4\\.4\\.2, status=deferred \\(lost connection with 127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\] while receiving the reply \\(the message may be delivered twice\\)\\), tls=none$")" 1
+tap_is "3: drop: no other deferral" "$(status drop deferred)" 1
+tap_is "3: drop: the 3 written behind it sent again at once" \
+	"$(nlog_peer drop "connection lost before its replies: sent again$")" 3
+tap_is "3: drop: 4 possible duplicates logged: 1 deferred, 3 sent again" \
+	"$(nlog_peer drop "possible duplicate: .*; deferred$") $(nlog_peer drop "possible duplicate: .*; sent again at once$")" "1 3"
+tap_is "3: drop: 8 logged sent" "$(status drop sent)" 8
+tap_is "3: drop: every message arrived, only the one whose final reply was lost twice" \
+	"$(intact drop)" "9 8"
+tap_is "3: no possible duplicate elsewhere" \
+	"$(nlog ': possible duplicate: ')" 7
+tap_check "no sanitizer reports" ternd_sanitizer_clean
+tap_done
