@@ -46,6 +46,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "addr.h"
+
 #define READ_MAX 65536
 
 struct chunk {
@@ -103,27 +105,6 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* parse_addr - "A.B.C.D:PORT" into sin; -1 if malformed */
-static int parse_addr(const char *s, struct sockaddr_in *sin)
-{
-	char host[64];
-	const char *colon = strrchr(s, ':');
-	char *end;
-	long port;
-
-	if (colon == NULL || (size_t)(colon - s) >= sizeof(host))
-		return -1;
-	memcpy(host, s, (size_t)(colon - s));
-	host[colon - s] = '\0';
-	port = strtol(colon + 1, &end, 10);
-	if (*end != '\0' || port < 1 || port > 65535)
-		return -1;
-	memset(sin, 0, sizeof(*sin));
-	sin->sin_family = AF_INET;
-	sin->sin_port = htons((uint16_t)port);
-	return inet_pton(AF_INET, host, &sin->sin_addr) == 1 ? 0 : -1;
 }
 
 /* watch - add fd to the epoll set, edge-triggered, with ptr as its data */
@@ -480,12 +461,12 @@ int main(int argc, char **argv)
 	while ((opt = getopt(argc, argv, "l:t:d:b:q")) != -1) {
 		switch (opt) {
 		case 'l':
-			if (parse_addr(optarg, &g.listen) < 0)
+			if (addr_parse(optarg, &g.listen) < 0)
 				usage();
 			have_l = 1;
 			break;
 		case 't':
-			if (parse_addr(optarg, &g.target) < 0)
+			if (addr_parse(optarg, &g.target) < 0)
 				usage();
 			have_t = 1;
 			break;

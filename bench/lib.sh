@@ -97,6 +97,16 @@ sink_count() {
 	echo "${last:-0}"
 }
 
+# chunk_field FILE NAME - print counter NAME (messages, bytes, connections,
+# tls_full, tls_resumed, first_us, last_us) from bench/chunk-sink's -o FILE
+chunk_field() {
+	local line v
+	line=$(cat "$1" 2>/dev/null) || { echo 0; return; }
+	v=${line##*"$2"=}
+	v=${v%% *}
+	[[ $v =~ ^[0-9]+$ ]] && echo "$v" || echo 0
+}
+
 # bench_facts - print the date, host and tree lines every script starts with
 bench_facts() {
 	echo "date:     $(date -u '+%Y-%m-%d %H:%M:%S UTC')"

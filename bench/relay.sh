@@ -25,6 +25,13 @@
 #               test CA and certificate), discard transport behind it, its
 #               queue on /dev/shm: realistic, but it costs CPU on the same
 #               cores as the sender
+#     chunk     bench/chunk-sink -T: implicit TLS in the sink itself
+#               (OpenSSL), offers PIPELINING and CHUNKING, so ternd can keep
+#               many BDAT transactions in flight (smtp-sink offers no
+#               CHUNKING); one thread, only counts
+#     chunk-stunnel  stunnel4 in front of a plain chunk-sink: the same
+#               sink with stunnel doing TLS, to show which of the two is
+#               cheaper (the peer_cpu column)
 #
 # Both senders verify the peer's certificate against the test CA for the
 # name smarthost.test (ternd tls = verify; Postfix a "verify
@@ -65,7 +72,14 @@
 # Rounds: each round runs every network and peer with both senders, the
 # sender order alternating from round to round; the summary gives medians
 # and ratios ternd/Postfix against the targets: loopback >= 3x msgs/s and
-# <= 0.33x CPU per message; delay >= 3x msgs/s.
+# <= 0.33x CPU per message; delay >= 3x msgs/s. With a chunk peer and
+# both networks, the relay-window targets of issue 17 too: ternd(delay) >=
+# 0.8x ternd(loopback) and >= 10x Postfix(delay), same connections.
+# For the chunk peers the end of a drain is the sink's own time stamp of
+# its last message (first_us/last_us in its status file), not the 0.1 s
+# poll; peer_cpu is the peer's processes' CPU (sink, stunnel4) over the
+# drain, in % of one core (near 100 would mean the peer is the
+# bottleneck) and in microseconds per message.
 #
 # How to run (as root; needs postfix, smtp-sink, stunnel4, openssl,
 # python3 and a built tree: ternd, ternq, bench/smtp-blast and
@@ -74,6 +88,8 @@
 #     sudo bench/relay.sh                                  # full run
 #     sudo MESSAGES=2000 ROUNDS=1 bench/relay.sh           # quick run
 #     sudo NETWORKS=delay PEERS=stunnel bench/relay.sh     # one cell
+#     sudo PEERS=chunk CONNECTIONS=8 MESSAGES=5000 ROUNDS=1 RESTART_MSGS=0 \
+#          bench/relay.sh                                  # relay window
 #
 # The full run relays 8 x 20,000 messages per round; with 20 ms of delay
 # and 4 connections Postfix alone takes minutes per run.
@@ -82,7 +98,7 @@
 #     MESSAGES [20000]   messages per run      SIZE [10240]  bytes each
 #     CONNECTIONS [4]    connections to the peer, both senders
 #     ROUNDS [3]         rounds                DELAY_MS [20] added round trip
-#     NETWORKS [loopback delay]   PEERS [stunnel smarthost]
+#     NETWORKS [loopback delay]   PEERS [stunnel smarthost]; also chunk, chunk-stunnel
 #     VARIANTS [ternd postfix]    which senders
 #     FILL_SESSIONS [20] smtp-blast sessions for the fill
 #     RESTART_MSGS [200] messages relayed after the restart (0: no restart)
@@ -92,7 +108,7 @@
 #     SMARTHOST_EXTRA [] the same for the smarthost (diagnostics only)
 #     BENCH_TMPDIR [/var/tmp]  where the senders' queues live
 #     CGROUP_ROOT [/sys/fs/cgroup/cpuacct]  cgroup v1 cpuacct mount
-#     TERND, TERNQ, SMTP_BLAST, DELAY_PROXY  binaries [in-tree, else build/]
+#     TERND, TERNQ, SMTP_BLAST, DELAY_PROXY, CHUNK_SINK  binaries [in-tree, else build/]
 #
 # Output: the exact command, environment facts, one line per run, a
 # summary. Not a test: no TAP; exits non-zero if a run loses mail or
@@ -127,19 +143,20 @@ ternd_bin=${TERND:-$(built src/ternd/ternd)}
 ternq_bin=${TERNQ:-$(built src/ternq/ternq)}
 blast_bin=${SMTP_BLAST:-$(built bench/smtp-blast)}
 proxy_bin=${DELAY_PROXY:-$(built bench/delay-proxy)}
+chunk_bin=${CHUNK_SINK:-$(built bench/chunk-sink)}
 
 [ "$(id -u)" -eq 0 ] || die "must run as root (postfix start, ternd drops to user tern, cgroups)"
 for cmd in postfix postconf postqueue smtp-sink stunnel4 openssl python3 ss; do
 	command -v "$cmd" >/dev/null || die "$cmd not installed"
 done
-for b in "$ternd_bin" "$ternq_bin" "$blast_bin" "$proxy_bin"; do
+for b in "$ternd_bin" "$ternq_bin" "$blast_bin" "$proxy_bin" "$chunk_bin"; do
 	[ -x "$b" ] || die "$b not built (run make -j2 in $top_src or build/)"
 done
 require_uint MESSAGES SIZE CONNECTIONS ROUNDS DELAY_MS FILL_SESSIONS RESTART_MSGS RUN_TIMEOUT
 [ "$MESSAGES" -gt 0 ] && [ "$ROUNDS" -gt 0 ] && [ "$CONNECTIONS" -gt 0 ] && [ "$FILL_SESSIONS" -gt 0 ] ||
 	die "MESSAGES, ROUNDS, CONNECTIONS and FILL_SESSIONS must be > 0"
 for n in $NETWORKS; do case $n in loopback | delay) ;; *) die "unknown network $n" ;; esac; done
-for p in $PEERS; do case $p in stunnel | smarthost) ;; *) die "unknown peer $p" ;; esac; done
+for p in $PEERS; do case $p in stunnel | smarthost | chunk | chunk-stunnel) ;; *) die "unknown peer $p" ;; esac; done
 for v in $VARIANTS; do case $v in ternd | postfix) ;; *) die "unknown variant $v" ;; esac; done
 [ -w "$CGROUP_ROOT/cgroup.procs" ] && [ -r "$CGROUP_ROOT/cpuacct.usage" ] ||
 	die "no cgroup v1 cpuacct hierarchy at $CGROUP_ROOT (set CGROUP_ROOT)"
@@ -154,32 +171,12 @@ shm=/dev/shm
 . "$top_src/tests/lib/postfix.sh"
 # pki.sh: pki_make, the test CA and the smarthost.test certificate
 . "$top_src/tests/lib/pki.sh"
-
-# --- cgroups ---------------------------------------------------------------------
-
-# cg_make - create a fresh cpuacct group for one sender; print its path
-cg_make() {
-	local cg
-	cg=$CGROUP_ROOT/tern-bench-relay-$$-$1
-	mkdir "$cg" || return 1
-	tap_on_exit "cg_remove $(printf '%q' "$cg")"
-	echo "$cg"
-}
-
-# cg_remove - move what is left in GROUP back to the root, remove GROUP
-cg_remove() {
-	local pid
-	[ -d "$1" ] || return 0
-	while read -r pid; do
-		echo "$pid" >"$CGROUP_ROOT/cgroup.procs" 2>/dev/null
-	done <"$1/cgroup.procs"
-	rmdir "$1" 2>/dev/null
-}
-
-# cg_ns - print GROUP's CPU time so far, in nanoseconds
-cg_ns() {
-	cat "$1/cpuacct.usage"
-}
+# peer.sh: the delay proxy, chunk-sink, Postfix's best smtp client settings
+# shellcheck source=peer.sh
+. "$here/peer.sh"
+# cgroup.sh: cg_make, cg_remove, cg_ns (cpuacct groups, one per sender)
+# shellcheck source=cgroup.sh
+. "$here/cgroup.sh"
 
 # --- peers -----------------------------------------------------------------------
 
@@ -191,18 +188,22 @@ peer_start() {
 	peer_dir=$dir
 	case $1 in
 	stunnel)
-		sink_port=$(free_port) && peer_port=$(free_port) || die "no free port"
+		sink_port=$(free_port) || die "no free port"
 		smtp-sink -u nobody -c -m 1000 "127.0.0.1:$sink_port" 1024 >"$dir/sink.out" 2>"$dir/sink.err" &
 		peer_pids="$!"
 		tap_bg_register "$!"
 		wait_for_port "$sink_port" || die "smtp-sink did not start: $(cat "$dir/sink.err")"
-		printf '%s\n' "foreground = yes" "pid =" "debug = info" "[smtps]" \
-			"accept = 127.0.0.1:$peer_port" "connect = 127.0.0.1:$sink_port" \
-			"cert = $pki/server.pem" "key = $pki/server.key" >"$dir/stunnel.conf"
-		stunnel4 "$dir/stunnel.conf" >"$dir/stunnel.log" 2>&1 &
-		peer_pids="$peer_pids $!"
-		tap_bg_register "$!"
-		wait_for_port "$peer_port" || die "stunnel4 did not start: $(tail -n 5 "$dir/stunnel.log")"
+		stunnel_start "$dir" "$sink_port"
+		peer_port=$stunnel_port peer_pids="$peer_pids $stunnel_pid"
+		;;
+	chunk)
+		chunk_start "$dir" -T
+		peer_port=$chunk_port peer_pids=$chunk_pid
+		;;
+	chunk-stunnel)
+		chunk_start "$dir" ""
+		stunnel_start "$dir" "$chunk_port"
+		peer_port=$stunnel_port peer_pids="$chunk_pid $stunnel_pid"
 		;;
 	smarthost)
 		peer_port=$(free_port) || die "no free port"
@@ -233,7 +234,7 @@ peer_start() {
 peer_stop() {
 	local pid
 	case $1 in
-	stunnel)
+	stunnel | chunk | chunk-stunnel)
 		for pid in $peer_pids; do
 			kill -TERM "$pid" 2>/dev/null
 			wait "$pid" 2>/dev/null
@@ -252,14 +253,36 @@ peer_count() {
 	case $1 in
 	stunnel) sink_count "$peer_dir/sink.out" ;;
 	smarthost) grep -c ' (queue active)$' "$peer_pf/pf/maillog" 2>/dev/null || true ;;
+	chunk | chunk-stunnel) chunk_field "$peer_dir/sink.status" messages ;;
 	esac
+}
+
+# peer_cpu_ticks - print the CPU ticks of the peer's processes so far
+# ("-" for the smarthost, whose processes come and go)
+peer_cpu_ticks() {
+	local pid t=0
+	[ -n "$peer_pids" ] || { echo -; return; }
+	for pid in $peer_pids; do
+		t=$((t + $(proc_cpu_ticks "$pid")))
+	done
+	echo "$t"
 }
 
 # peer_log PEER - print the peer's log file that records connections
 peer_log() {
 	case $1 in
-	stunnel) echo "$peer_dir/stunnel.log" ;;
+	stunnel | chunk-stunnel) echo "$peer_dir/stunnel.log" ;;
 	smarthost) echo "$peer_pf/pf/maillog" ;;
+	esac
+}
+
+# peer_mark PEER - print where peer_tls starts counting: a log line, or
+# for chunk the sink's counters "conns full resumed" now
+peer_mark() {
+	local f=$peer_dir/sink.status
+	case $1 in
+	chunk) echo "$(chunk_field "$f" connections),$(chunk_field "$f" tls_full),$(chunk_field "$f" tls_resumed)" ;;
+	*) log_lines "$(peer_log "$1")" ;;
 	esac
 }
 
@@ -269,7 +292,15 @@ peer_tls() {
 	local log
 	log=$(peer_log "$1")
 	case $1 in
-	stunnel)
+	chunk)
+		local c f r
+		IFS=, read -r c f r <<<"$2"
+		sleep 0.1 # the sink writes its counters every 100 ms
+		echo "$(($(chunk_field "$peer_dir/sink.status" connections) - c))" \
+			"$(($(chunk_field "$peer_dir/sink.status" tls_full) - f))" \
+			"$(($(chunk_field "$peer_dir/sink.status" tls_resumed) - r))"
+		;;
+	stunnel | chunk-stunnel)
 		tail -n "+$2" "$log" | awk '
 			/ accepted connection from / { c++ }
 			/TLS accepted: new session negotiated/ { f++ }
@@ -291,89 +322,6 @@ log_lines() {
 	echo $(($(wc -l <"$1" 2>/dev/null || echo 0) + 1))
 }
 
-# --- delay proxy -----------------------------------------------------------------
-
-# proxy_start TARGET_PORT - delay-proxy in front of 127.0.0.1:TARGET_PORT;
-# sets proxy_port, proxy_pid
-proxy_start() {
-	proxy_port=$(free_port) || die "no free port"
-	"$proxy" -l "127.0.0.1:$proxy_port" -t "127.0.0.1:$1" -d "$DELAY_MS" 2>>"$top/proxy.log" &
-	proxy_pid=$!
-	tap_bg_register "$proxy_pid"
-	wait_for_port "$proxy_port" || die "delay-proxy did not start: $(cat "$top/proxy.log")"
-}
-
-# proxy_stop - stop the delay proxy (it prints its totals to proxy.log)
-proxy_stop() {
-	kill -TERM "$proxy_pid" 2>/dev/null
-	wait "$proxy_pid" 2>/dev/null
-}
-
-# proxy_selfcheck - echo round trips through the proxy: prints the median
-# RTT in ms; fails unless it is DELAY_MS .. DELAY_MS + 10 ms and 4 MB
-# come back intact (ordering, back-pressure)
-proxy_selfcheck() {
-	local eport out
-	eport=$(free_port) || return 1
-	python3 - "$eport" <<-'EOF' &
-		import socket, sys, threading
-		ls = socket.socket()
-		ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-		ls.bind(("127.0.0.1", int(sys.argv[1])))
-		ls.listen(8)
-		def echo(c):
-		    while True:
-		        d = c.recv(65536)
-		        if not d:
-		            c.close()
-		            return
-		        c.sendall(d)
-		while True:
-		    c, _ = ls.accept()
-		    threading.Thread(target=echo, args=(c,), daemon=True).start()
-	EOF
-	local epid=$!
-	tap_bg_register "$epid"
-	wait_for_port "$eport" || return 1
-	proxy_start "$eport"
-	out=$(python3 - "$proxy_port" "$DELAY_MS" <<-'EOF'
-		import os, socket, sys, threading, time
-		port, delay = int(sys.argv[1]), float(sys.argv[2])
-		s = socket.create_connection(("127.0.0.1", port), timeout=30)
-		s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-		rtt = []
-		for i in range(21):
-		    t = time.perf_counter()
-		    s.sendall(b"ping %d\r\n" % i)
-		    got = b""
-		    while not got.endswith(b"\r\n"):
-		        got += s.recv(100)
-		    rtt.append((time.perf_counter() - t) * 1e3)
-		    assert got == b"ping %d\r\n" % i
-		rtt.sort()
-		blob = os.urandom(1 << 20) * 4
-		back = bytearray()
-		def reader():
-		    while len(back) < len(blob):
-		        d = s.recv(65536)
-		        if not d:
-		            break
-		        back.extend(d)
-		t = threading.Thread(target=reader)
-		t.start()
-		s.sendall(blob)
-		t.join()
-		ok = bytes(back) == blob and delay <= rtt[10] <= delay + 10
-		print("%.2f %.2f %.2f %s" % (rtt[0], rtt[10], rtt[-1], "ok" if ok else "BAD"))
-	EOF
-	)
-	proxy_stop
-	kill -TERM "$epid" 2>/dev/null
-	wait "$epid" 2>/dev/null
-	echo "$out"
-	[[ $out == *" ok" ]]
-}
-
 # --- senders ---------------------------------------------------------------------
 
 # blast_fill PORT N - N messages of SIZE bytes into a sender's listener
@@ -381,14 +329,6 @@ blast_fill() {
 	local out
 	out=$("$blast" -c "$FILL_SESSIONS" -n "$2" -s "$SIZE" "127.0.0.1:$1" 2>&1)
 	[[ $out == *" accepted=$2 failed=0 "* ]] || die "fill of $2 messages failed: $out"
-}
-
-# ternd_peer_conf PORT WRAPPER - the [peer relay] and [routes] sections
-ternd_peer_conf() {
-	printf '%s\n' "[peer relay]" "host = [127.0.0.1]" "port = $1" "tls = verify" \
-		"tls_ca_file = $pki/ca.pem" "tls_servername = smarthost.test" "tls_wrapper = $2" \
-		"max_connections = $CONNECTIONS" "min_idle = $((CONNECTIONS < 2 ? CONNECTIONS : 2))" \
-		"[routes]" "* = relay"
 }
 
 # ternd_start_cg CG - start ternd (current configuration) inside cgroup CG
@@ -405,38 +345,6 @@ ternd_start_cg() {
 # ternd_queued - print the number of messages in ternd's queue
 ternd_queued() {
 	ternq_ stats 2>/dev/null | awk '$1 == "TOTAL" { print $2; f = 1 } END { if (!f) print -1 }'
-}
-
-# pf_sender_conf DIR PORT WRAPPER - the sender's main.cf for relaying to
-# [127.0.0.1]:PORT: Postfix's best configuration for one smarthost
-pf_sender_conf() {
-	local dir=$1 port=$2 wrapper=$3
-	postconf -c "$dir/conf" -e \
-		"relayhost = [127.0.0.1]:$port" "default_transport = smtp" "relay_transport = smtp" \
-		"smtp_tls_security_level = verify" "smtp_tls_CAfile = $pki/ca.pem" \
-		"smtp_tls_policy_maps = inline:{ { [127.0.0.1]:$port = verify match=smarthost.test } }" \
-		"smtp_tls_wrappermode = $wrapper" \
-		"smtp_tls_loglevel = 1" \
-		"smtp_tls_connection_reuse = yes" \
-		"smtp_tls_session_cache_database = btree:\$data_directory/smtp_scache" \
-		"smtp_connection_cache_on_demand = yes" \
-		"smtp_connection_cache_destinations = [127.0.0.1]:$port" \
-		"initial_destination_concurrency = $CONNECTIONS" \
-		"default_destination_concurrency_limit = $CONNECTIONS" \
-		"smtp_destination_concurrency_limit = $CONNECTIONS" \
-		"qmgr_message_active_limit = $((MESSAGES * 2 + RESTART_MSGS))" \
-		"default_process_limit = 100" \
-		"smtpd_client_connection_count_limit = 0" \
-		"smtpd_client_connection_rate_limit = 0" \
-		"smtpd_client_message_rate_limit = 0" || return 1
-	if [ -n "$PF_EXTRA" ]; then
-		# shellcheck disable=SC2086 # name=value words
-		postconf -c "$dir/conf" -e $PF_EXTRA || return 1
-	fi
-	# CONNECTIONS smtp processes at most; tlsproxy holds the TLS state
-	sed -i -E "s/^(smtp +unix +- +- +n +- +)- +smtp$/\1$CONNECTIONS smtp/" "$dir/conf/master.cf" &&
-		grep -qE "^smtp +unix +- +- +n +- +$CONNECTIONS smtp$" "$dir/conf/master.cf" || return 1
-	printf '%s\n' "tlsproxy  unix  -       -       n       -       0       tlsproxy" >>"$dir/conf/master.cf"
 }
 
 # pf_sender_tls DIR FROM - print "new reused" TLS connection lines of the
@@ -492,7 +400,7 @@ sender_restart() {
 
 # run_one ROUND NETWORK PEER VARIANT - one timed drain plus the restart phase
 run_one() {
-	local round=$1 net=$2 peer=$3 v=$4 dir port wrapper in_port t0 ns0 ns1 cpu0 cpu1 busy steal
+	local round=$1 net=$2 peer=$3 v=$4 dir port wrapper in_port t0 ns0 ns1 cpu0 cpu1 busy steal pt0 pt1 pcpu
 	local pl got secs_ msgs cpu_s us tls_run tls_rs s_tls f0 f1 fill_s rl
 	dir=$(tap_tmpdir) || die "mktemp failed"
 	peer_start "$peer" "$dir/peer"
@@ -502,7 +410,7 @@ run_one() {
 		port=$proxy_port
 	fi
 	wrapper=no
-	[ "$peer" = stunnel ] && wrapper=yes
+	[ "$peer" = smarthost ] || wrapper=yes
 	cg=$(cg_make "$round-$net-$peer-$v") || die "cannot create a cgroup below $CGROUP_ROOT"
 	sdir=$dir/sender
 
@@ -523,7 +431,7 @@ run_one() {
 	postfix)
 		in_port=$(free_port) || die "no free port"
 		pf_create "$sdir/pf" "$in_port" || die "pf_create failed"
-		pf_sender_conf "$sdir/pf" "$port" "$wrapper" || die "cannot configure the Postfix sender"
+		pf_sender_conf "$sdir/pf" "$port" "$wrapper" $((MESSAGES * 2 + RESTART_MSGS)) || die "cannot configure the Postfix sender"
 		postconf -c "$sdir/pf/conf" -e "master_service_disable = qmgr/unix qmgr/fifo" || die "postconf failed"
 		(echo "$BASHPID" >"$cg/cgroup.procs" && pf_start "$sdir/pf") || die "cannot start Postfix"
 		f0=$(now_us)
@@ -538,7 +446,7 @@ run_one() {
 	esac
 	fill_s=$(secs "$f0" "$f1")
 	[ "$(peer_count "$peer")" -eq 0 ] || die "the peer got mail during the fill"
-	pl=$(log_lines "$(peer_log "$peer")")
+	pl=$(peer_mark "$peer")
 	rl=1
 	[ "$v" = postfix ] && rl=$(log_lines "$sdir/pf/maillog")
 	sync
@@ -546,6 +454,7 @@ run_one() {
 
 	# The timed drain.
 	cpu0=$(cpu_snapshot)
+	pt0=$(peer_cpu_ticks)
 	ns0=$(cg_ns "$cg")
 	t0=$(now_us)
 	case $v in
@@ -559,7 +468,12 @@ run_one() {
 	wait_drained "$v" "$peer" "$MESSAGES" ||
 		die "run $round $net/$peer/$v: not drained after ${RUN_TIMEOUT}s (peer has $(peer_count "$peer"))"
 	ns1=$(cg_ns "$cg")
+	pt1=$(peer_cpu_ticks)
 	cpu1=$(cpu_snapshot)
+	case $peer in chunk*) t_done=$(chunk_field "$peer_dir/sink.status" last_us) ;; esac
+	pcpu=-
+	[ "$pt0" = - ] || pcpu=$(awk -v a="$pt0" -v b="$pt1" -v t="$clk_tck" -v s="$(secs "$t0" "$t_done")" \
+		-v n="$MESSAGES" 'BEGIN { printf "%.0f%%/%.0f", 100 * (b - a) / t / s, (b - a) / t * 1e6 / n }')
 	got=$(peer_count "$peer")
 	[ "$got" -eq "$MESSAGES" ] || die "run $round $net/$peer/$v: the peer got $got of $MESSAGES"
 	secs_=$(secs "$t0" "$t_done")
@@ -576,7 +490,7 @@ run_one() {
 	tls_rs="- - -"
 	if [ "$RESTART_MSGS" -gt 0 ]; then
 		sender_restart "$v"
-		pl=$(log_lines "$(peer_log "$peer")")
+		pl=$(peer_mark "$peer")
 		blast_fill "$in_port" "$RESTART_MSGS"
 		wait_drained "$v" "$peer" $((MESSAGES + RESTART_MSGS)) ||
 			die "run $round $net/$peer/$v: restart phase not drained (peer has $(peer_count "$peer"))"
@@ -584,9 +498,9 @@ run_one() {
 		tls_rs=$(peer_tls "$peer" "$pl")
 	fi
 
-	printf '%-5s %-8s %-9s %-7s %6s %7s %8s %9s %7s %6s %-14s %-14s %-9s %5s %5s\n' \
+	printf '%-5s %-8s %-13s %-7s %6s %7s %8s %9s %7s %6s %-14s %-14s %-9s %5s %5s %10s\n' \
 		"$round" "$net" "$peer" "$v" "$MESSAGES" "$fill_s" "$secs_" "$msgs" "$cpu_s" "$us" \
-		"$(tr ' ' / <<<"$tls_run")" "$(tr ' ' / <<<"$tls_rs")" "$s_tls" "$busy%" "$steal%"
+		"$(tr ' ' / <<<"$tls_run")" "$(tr ' ' / <<<"$tls_rs")" "$s_tls" "$busy%" "$steal%" "$pcpu"
 	key=$peer/$net/$v
 	rates[$key]="${rates[$key]:-} $msgs"
 	cpus[$key]="${cpus[$key]:-} $us"
@@ -610,30 +524,25 @@ bench_facts
 echo "postfix:  $(postconf -d mail_version); $(stunnel4 -version 2>&1 | awk '/^stunnel/ { print $1, $2; exit }'); $(openssl version)"
 bench_tree
 echo "ternd:    $("$ternd_bin" -V 2>&1) ($ternd_bin, sha256 $(sha "$ternd_bin"))"
-echo "tools:    smtp-blast sha256 $(sha "$blast_bin"), delay-proxy sha256 $(sha "$proxy_bin")"
+echo "tools:    smtp-blast sha256 $(sha "$blast_bin"), delay-proxy sha256 $(sha "$proxy_bin"), chunk-sink sha256 $(sha "$chunk_bin")"
 
 ensure_tern_user || die "cannot create user tern"
 top=$(tap_tmpdir) || die "mktemp failed"
-bench_copy_tern "$top" "$ternd_bin" "$ternq_bin" "$blast_bin" "$proxy_bin"
+bench_copy_tern "$top" "$ternd_bin" "$ternq_bin" "$blast_bin" "$proxy_bin" "$chunk_bin"
 blast=$top/bin/smtp-blast
 proxy=$top/bin/delay-proxy
+chunk=$top/bin/chunk-sink
+clk_tck=$(getconf CLK_TCK)
 pki=$top/pki
-pki_make "$pki" && openssl verify -CAfile "$pki/ca.pem" -verify_hostname smarthost.test "$pki/server.pem" >/dev/null ||
-	die "cannot make the test certificates: $(cat "$pki/pki.log")"
+peer_pki
 echo "tls:      test CA and smarthost.test certificate, ECDSA P-256; both senders verify the name"
 echo "storage:  senders below $BENCH_TMPDIR ($(df --output=fstype "$BENCH_TMPDIR" | tail -n 1 | tr -d ' ')), smarthost queue below $shm"
-case " $NETWORKS " in
-*" delay "*)
-	sc=$(proxy_selfcheck) || die "delay-proxy self-check failed: $sc"
-	read -r rmin rmed rmax _ <<<"$sc"
-	echo "proxy:    delay-proxy -d $DELAY_MS: echo RTT min $rmin ms, median $rmed ms, max $rmax ms; 4 MB echoed intact"
-	;;
-esac
+case " $NETWORKS " in *" delay "*) proxy_report ;; esac
 echo
 echo "tls columns: TCP connections/full TLS handshakes/resumed ones, as the peer logged them;"
-echo "pf_tls: Postfix sender's new/reused TLS connections (its own log)"
-printf '%-5s %-8s %-9s %-7s %6s %7s %8s %9s %7s %6s %-14s %-14s %-9s %5s %5s\n' round network peer sender \
-	msgs fill_s drain_s msgs/s cpu_s us/msg tls_drain tls_restart pf_tls cpu steal
+echo "pf_tls: Postfix sender's new/reused TLS connections (its own log); peer_cpu: the peer's processes, % of one core/us per message"
+printf '%-5s %-8s %-13s %-7s %6s %7s %8s %9s %7s %6s %-14s %-14s %-9s %5s %5s %10s\n' round network peer sender \
+	msgs fill_s drain_s msgs/s cpu_s us/msg tls_drain tls_restart pf_tls cpu steal peer_cpu
 read -r -a variants <<<"$VARIANTS"
 for ((r = 1; r <= ROUNDS; r++)); do
 	order=("${variants[@]}")
@@ -650,7 +559,7 @@ echo "load:     $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 
 echo
 echo "== summary (medians over $ROUNDS rounds; CPU = the sender's cgroup during the drain)"
-printf '%-9s %-8s %10s %10s %8s %10s %10s %8s\n' peer network ternd/s postfix/s ratio \
+printf '%-13s %-8s %10s %10s %8s %10s %10s %8s\n' peer network ternd/s postfix/s ratio \
 	ternd_us pf_us cpu_ratio
 for peer in $PEERS; do
 	for net in $NETWORKS; do
@@ -661,7 +570,7 @@ for peer in $PEERS; do
 			ct=$(median ${cpus[$peer/$net/ternd]:-})
 			cp=$(median ${cpus[$peer/$net/postfix]:-})
 		}
-		printf '%-9s %-8s %10s %10s %8s %10s %10s %8s\n' "$peer" "$net" "$mt" "$mp" \
+		printf '%-13s %-8s %10s %10s %8s %10s %10s %8s\n' "$peer" "$net" "$mt" "$mp" \
 			"$(ratio "$mt" "$mp")" "$ct" "$cp" "$(ratio "$ct" "$cp")"
 	done
 done
@@ -678,7 +587,7 @@ for peer in $PEERS; do
 			[ -n "${rp[$i]:-}" ] && qr+=("$(ratio "${rt[$i]}" "${rp[$i]}")")
 			[ -n "${cp[$i]:-}" ] && qc+=("$(ratio "${ct[$i]}" "${cp[$i]}")")
 		done
-		printf '%-9s %-8s msgs/s %-12s cpu/msg %-12s\n' "$peer" "$net" "$(minmax "${qr[@]}")" "$(minmax "${qc[@]}")"
+		printf '%-13s %-8s msgs/s %-12s cpu/msg %-12s\n' "$peer" "$net" "$(minmax "${qr[@]}")" "$(minmax "${qc[@]}")"
 	done
 done
 echo
@@ -691,11 +600,26 @@ for peer in $PEERS; do
 			c=$(ratio "$(median ${cpus[$peer/$net/ternd]:-})" "$(median ${cpus[$peer/$net/postfix]:-})")
 		}
 		awk -v p="$peer" -v n="$net" -v q="$q" -v c="$c" 'BEGIN {
-			printf "%-9s %-8s msgs/s >= 3x: %s", p, n,
+			printf "%-13s %-8s msgs/s >= 3x: %s", p, n,
 				(q == "-" ? "n/a" : (q + 0 >= 3 ? "met (" q ")" : "NOT met (" q ")"))
 			if (n == "loopback")
 				printf "   CPU/msg <= 0.33x: %s",
 					(c == "-" ? "n/a" : (c + 0 <= 0.33 ? "met (" c ")" : "NOT met (" c ")"))
 			printf "\n" }'
 	done
+done
+# The relay window (issue 17): ternd through the delay against its own
+# loopback figure and against Postfix through the delay, chunk peers only.
+for peer in $PEERS; do
+	case $peer in chunk*) ;; *) continue ;; esac
+	# shellcheck disable=SC2086
+	{
+		td=$(median ${rates[$peer/delay/ternd]:-})
+		tl=$(median ${rates[$peer/loopback/ternd]:-})
+		pd=$(median ${rates[$peer/delay/postfix]:-})
+	}
+	awk -v p="$peer" -v a="$(ratio "$td" "$tl")" -v b="$(ratio "$td" "$pd")" -v d="$DELAY_MS" 'BEGIN {
+		printf "%-13s window   ternd(%dms)/ternd(loopback) >= 0.8: %s   ternd(%dms)/postfix(%dms) >= 10: %s\n", p, d,
+			(a == "-" ? "n/a" : (a + 0 >= 0.8 ? "met (" a ")" : "NOT met (" a ")")), d, d,
+			(b == "-" ? "n/a" : (b + 0 >= 10 ? "met (" b ")" : "NOT met (" b ")")) }'
 done
