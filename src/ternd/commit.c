@@ -31,9 +31,12 @@
  * plain acceptances (delivery outcomes, ternq operations, notifications
  * that drop their notice) are answered after the LMDB commit, as before. A
  * failed LMDB write of batches that hold acknowledged messages is tried
- * again (COMMIT_RETRIES times, a second apart), then ternd stops, so that
- * a restart replays the log; the checkpoint never passes a record that is
- * not in the database.
+ * again once a second until it works (a full disk: the storage state, the
+ * reserve and the paused relay are storage.c's), or until ternd stops,
+ * when the log keeps them for the next start; the checkpoint never passes
+ * a record that is not in the database. A start whose replay failed (wal.c)
+ * has the writer try it again once a second, for the segments before this
+ * run's.
  *
  * The appender starts a new segment only when no batch is in flight: then
  * no segment but the current one has appends that are not committed yet,
@@ -81,7 +84,7 @@
 #define COMMIT_GROUP 12			/* batches waiting that the writer takes at once */
 #define COMMIT_LAG_US 25000		/* or once the oldest has waited that long */
 #define COMMIT_IDLE_US 2000		/* or once no job has come for that long */
-#define COMMIT_RETRIES 30		/* LMDB writes of acknowledged mail tried */
+#define COMMIT_RETRY_LINE 60		/* failed LMDB writes of acknowledged mail per log line */
 #define PRUNE_MAX 1000			/* history records dropped per pass */
 #define HIST_INDEX_LAG 65536		/* history records left to index when busy */
 #define HIST_INDEX_CATCHUP 256		/* past it, indexed per batch beyond its own */
@@ -291,6 +294,8 @@ static void finish(struct job **jobs, size_t n, int result, const char *err)
 
 static uint64_t last_seg;		/* the highest segment number used */
 static uint64_t seg_committed;		/* the last segment a batch committed data in (writer) */
+static uint64_t first_seg;		/* the first segment of this run */
+static time_t last_replay;		/* when the writer last tried the log's replay */
 
 /* put_next_seg - record a new segment's number and its (empty) bookkeeping */
 static int put_next_seg(struct store_txn *txn, void *arg)
@@ -417,7 +422,7 @@ static void *appender_main(void *arg)
 		pthread_mutex_unlock(&stage.lock);
 		b->n = take_batch(b->jobs, max, &stop);
 		drained = 0;
-		if (!stop)	/* a pass of copy-forward rides on the batch */
+		if (!stop && !wal_pending())	/* a pass of copy-forward rides on the batch */
 			b->n = compact_jobs(b->jobs, b->n, COMMIT_BATCH_LIMIT, &drained);
 		if (drained)
 			rotate_drained();
@@ -542,8 +547,30 @@ static void lag_wait(void)
 	}
 }
 
+static _Atomic int draining;		/* ternd is stopping: sessions and relay end first */
+
+/* commit_draining - SIGTERM: from now on, mail the database cannot take is
+ * left in the log for the next start, so that the sessions and the relay
+ * waiting for the committer can end */
+void commit_draining(void)
+{
+	draining = 1;
+}
+
+/* stopping - has ternd been asked to stop? */
+static int stopping(void)
+{
+	int s;
+
+	pthread_mutex_lock(&ternd.lock);
+	s = ternd.stopping;
+	pthread_mutex_unlock(&ternd.lock);
+	return s || draining;
+}
+
 /* group_commit - the group's LMDB transaction; a group holding
- * acknowledged mail is tried again until it is in (or ternd stops) */
+ * acknowledged mail is tried again, once a second, until it is in or
+ * ternd stops (the log keeps it for the next start) */
 static int group_commit(struct group *g, char *err, size_t errlen)
 {
 	size_t jobs = 0;
@@ -560,14 +587,21 @@ static int group_commit(struct group *g, char *err, size_t errlen)
 		}
 		if (rc == 0)
 			return 0;
-		log_error("commit of %zu job%s failed: %s", jobs, jobs == 1 ? "" : "s", err);
-		if (g->acked == 0)
+		if (g->acked == 0) {
+			log_error("commit of %zu job%s failed: %s", jobs, jobs == 1 ? "" : "s", err);
 			return rc;
-		if (tries == COMMIT_RETRIES)
-			log_fatal("%zu acknowledged message%s only in the spool log: stopping, so that "
-				  "a restart replays it", g->acked, g->acked == 1 ? "" : "s");
-		log_warning("%zu acknowledged message%s only in the spool log: trying again in 1 s",
-			    g->acked, g->acked == 1 ? "" : "s");
+		}
+		if (stopping()) {	/* the log keeps it, and the next start replays it */
+			wal_set_pending();
+			log_warning("commit of %zu job%s failed: %s; %zu acknowledged message%s left "
+				    "in the spool log for the next start", jobs, jobs == 1 ? "" : "s",
+				    err, g->acked, g->acked == 1 ? "" : "s");
+			return rc;
+		}
+		if (tries % COMMIT_RETRY_LINE == 1)	/* a full disk may last: once a minute */
+			log_error("commit of %zu job%s failed: %s; %zu acknowledged message%s only in "
+				  "the spool log: trying again every second (%u tries)", jobs,
+				  jobs == 1 ? "" : "s", err, g->acked, g->acked == 1 ? "" : "s", tries);
 		sleep(1);
 	}
 }
@@ -591,6 +625,11 @@ static void *writer_main(void *arg)
 
 			clock_deadline(&t, HIST_INDEX_QUIET_MS);
 			quiet = pthread_cond_timedwait(&stage.cond, &stage.lock, &t) == ETIMEDOUT;
+		} else if (wal_pending() && stage.nwaiting == 0 && !stage.closed) {
+			struct timespec t;	/* the log waits for its replay: once a second */
+
+			clock_deadline(&t, 1000);
+			pthread_cond_timedwait(&stage.cond, &stage.lock, &t);
 		} else {
 			stage_wait(stage.nwaiting > 0 || stage.closed);
 		}
@@ -604,6 +643,17 @@ static void *writer_main(void *arg)
 		closed = stage.closed;
 		pthread_cond_broadcast(&stage.cond);
 		pthread_mutex_unlock(&stage.lock);
+		if (wal_pending() && !closed && (g.n > 0 || time(NULL) != last_replay)) {
+			unsigned n;
+
+			last_replay = time(NULL);	/* before this run's batches */
+			if ((n = wal_retry(first_seg)) > 0) {
+				for (unsigned i = 0; i < n; i++)
+					stats_queue(QSTATE_GONE, QSTATE_QUEUED);
+				ternd.queued += n;
+				relay_kick();
+			}
+		}
 		if (g.n == 0 && closed)
 			break;	/* the appender stopped and nothing waits */
 		if (g.n == 0) {
@@ -652,6 +702,18 @@ static void *writer_main(void *arg)
 	return arg;
 }
 
+/* highest_seg - raise *arg to a segment file's number (a spool_file_fn) */
+static int highest_seg(const char *name, void *arg)
+{
+	uint64_t *top = arg, id;
+	char *end;
+
+	id = strtoull(name, &end, 16);
+	if (*end == '\0' && end != name && id > *top)
+		*top = id;
+	return 0;
+}
+
 /* commit_start - start the committer on a fresh segment */
 void commit_start(void)
 {
@@ -662,6 +724,10 @@ void commit_start(void)
 	if (store_get_meta(ternd.store, "next_seg", &last_seg) < 0
 	    || store_get_meta(ternd.store, "last_qid", &ternd_last_qid) < 0)
 		log_fatal("cannot read the queue counters");
+	/* Never a number a file has: a log whose replay waits may hold
+	 * segments the database never recorded. */
+	spool_foreach_seg_file(ternd.spool, highest_seg, &last_seg);
+	first_seg = last_seg + 1;
 	compact_start();
 	if (segment_rotate(err, sizeof(err)) < 0)	/* a full disk: the first batch records it */
 		log_warning("cannot record a new spool segment: %s", err);
@@ -703,7 +769,8 @@ static void rotate_drained(void)
 	uint64_t old = spool_segment_id(ternd.spool);
 
 	rotate_when_idle(0);
-	drop_if_dead(old);
+	if (!wal_pending())	/* else the log may hold mail the database lacks */
+		drop_if_dead(old);
 }
 
 /* commit_stop - let the committer drain its queue and stop. A drained
@@ -717,5 +784,6 @@ void commit_stop(void)
 	pthread_mutex_unlock(&ternd.lock);
 	pthread_join(appender_thread, NULL);
 	pthread_join(writer_thread, NULL);
-	drop_if_dead(spool_segment_id(ternd.spool));
+	if (!wal_pending())	/* else the log may hold mail the database lacks */
+		drop_if_dead(spool_segment_id(ternd.spool));
 }

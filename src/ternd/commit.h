@@ -43,6 +43,7 @@ struct job {
 };
 
 void commit_start(void);
+void commit_draining(void);
 void commit_stop(void);
 int commit_submit(struct job *job);
 

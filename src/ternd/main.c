@@ -166,6 +166,7 @@ static int drain(void)
 	struct timespec deadline;
 
 	log_info("stopping: no new sessions");
+	commit_draining();
 	listen_stop();
 	clock_deadline(&deadline, 10000);
 	pthread_mutex_lock(&ternd.lock);

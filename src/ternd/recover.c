@@ -3,6 +3,8 @@
  *
  * First the spool log is replayed (wal.c): acknowledged messages whose
  * envelope records lie past a segment's committed length are committed.
+ * If the database cannot take them (a full disk), ternd starts without
+ * them and without touching the spool, and the writer replays them later.
  * Then the database is the truth. Segment bytes beyond a segment's
  * committed length (a torn tail, messages that never got 250) are cut
  * off; segment files and own files the database does not know are
@@ -162,8 +164,16 @@ int recover(char *err, size_t errlen)
 	struct seg_list known = {0}, empty = {0};
 	uint64_t last = 0, count = 0;
 
-	if (wal_replay(err, errlen) < 0)
-		return -1;
+	if (wal_replay(err, errlen) < 0) {
+		/* A full disk: the database cannot take the log's mail yet.
+		 * Start anyway (ingest is refused below the reserve); the writer
+		 * replays once it can, and nothing is cut or removed from the
+		 * spool until the next start, as any of it may be that mail. */
+		log_error("recovery: the spool log holds acknowledged mail the queue database "
+			  "cannot take yet: %s; starting without it, trying again every second, "
+			  "the spool left as it is", err);
+		goto counters;
+	}
 	if (store_foreach_seg(ternd.store, empty_seg, &empty) < 0) {
 		snprintf(err, errlen, "cannot read the segment table");
 		return -1;
@@ -194,6 +204,7 @@ int recover(char *err, size_t errlen)
 	}
 	free(known.cut);
 	free(known.ids);
+counters:
 	if (store_get_meta(ternd.store, "last_qid", &last) < 0 || store_count(ternd.store, &count) < 0) {
 		snprintf(err, errlen, "cannot read the queue database");
 		return -1;

@@ -435,13 +435,18 @@ static int unknown_seg(const char *name, void *arg)
 	return 0;
 }
 
-/* wal_replay - at start, before the rest of recovery: every segment's log
- * past its checkpoint into the database; 0, or -1 with err */
-int wal_replay(char *err, size_t errlen)
+static _Atomic int replay_pending;	/* acknowledged mail in the log, not in LMDB */
+
+/* wal_replay - every segment's log past its checkpoint into the database:
+ * at start, before the rest of recovery, and, if that failed, by the
+ * writer until it works (wal_retry), for the segments below the first of
+ * this run; 0 with *replayed, or -1 with err */
+static int replay(uint64_t below, unsigned *replayed, char *err, size_t errlen)
 {
 	struct replay_list l = {0};
 	int rc = 0;
 
+	*replayed = 0;
 	if (store_foreach_seg(ternd.store, known_seg, &l) < 0
 	    || store_get_meta(ternd.store, "next_seg", &l.next_seg) < 0) {
 		snprintf(err, errlen, "cannot read the segment table");
@@ -452,8 +457,11 @@ int wal_replay(char *err, size_t errlen)
 	for (size_t i = 0; i < l.n && rc == 0; i++) {
 		struct replay *p = &l.s[i];
 
+		if (below && p->id >= below)
+			continue;	/* this run's: the writer records them */
 		if ((rc = store_write(ternd.store, replay_write, p, err, errlen)) < 0)
 			break;
+		*replayed += p->replayed;
 		if (p->replayed || p->skipped)
 			log_info("recovery: spool segment %016" PRIx64 ": %u message%s replayed "
 				 "from its log (octets %" PRIu64 " to %" PRIu64 "), %u already queued "
@@ -464,4 +472,53 @@ int wal_replay(char *err, size_t errlen)
 		free(l.s[i].buf);
 	free(l.s);
 	return rc < 0 ? -1 : 0;
+}
+
+/* wal_replay - at start: replay the log; when the database cannot take it
+ * (a full disk), ternd starts anyway and the writer tries again
+ * (wal_retry): nothing is cleaned up from the spool meanwhile. 0, or -1
+ * with err: the log waits (wal_pending) */
+int wal_replay(char *err, size_t errlen)
+{
+	unsigned n;
+
+	if (replay(0, &n, err, errlen) == 0)
+		return 0;
+	replay_pending = 1;
+	return -1;
+}
+
+/* wal_pending - does the log hold acknowledged mail the database lacks? */
+int wal_pending(void)
+{
+	return replay_pending;
+}
+
+/* wal_set_pending - the writer gave up recording acknowledged mail (at a
+ * stop): the log holds it, and nothing may remove its segment */
+void wal_set_pending(void)
+{
+	replay_pending = 1;
+}
+
+/* wal_retry - the writer, once a second while the log waits: replay the
+ * segments below the first of this run; how many messages it recorded */
+unsigned wal_retry(uint64_t below)
+{
+	static uint64_t last_line;
+	char err[256];
+	unsigned n = 0;
+
+	if (replay(below, &n, err, sizeof(err)) == 0) {
+		replay_pending = 0;
+		log_info("recovery: the spool log is replayed: %u acknowledged message%s recorded",
+			 n, n == 1 ? "" : "s");
+		return n;
+	}
+	if (now_us() - last_line >= 60000000) {	/* once a minute */
+		last_line = now_us();
+		log_error("recovery: the spool log still holds acknowledged mail the queue "
+			  "database cannot take: %s; trying again every second", err);
+	}
+	return 0;
 }

@@ -40,5 +40,8 @@ int wal_apply(struct store_txn *txn, const struct wal_batch *w, uint64_t seg_id,
 	      uint64_t *last_qid);
 int wal_abandon(uint64_t seg_id, char *err, size_t errlen);
 int wal_replay(char *err, size_t errlen);
+int wal_pending(void);
+void wal_set_pending(void);
+unsigned wal_retry(uint64_t below);
 
 #endif
