@@ -149,6 +149,10 @@ tap_is "ternq show: LMTP message with both recipients" \
 # --- smtp-source into the SMTP listener -----------------------------------------
 before=$(ternq_ list --json | wc -l)
 smtp-source -s 2 -m 200 -l 2048 -f src@example.org -t dst@example.com "127.0.0.1:$TERND_PORT" >"$top/source.log" 2>&1
+# in the queue database a moment after the 250 (the write-ahead log's
+# checkpoint follows the reply): wait for it, then count exactly
+_all_listed() { [ "$(($(ternq_ list --json | wc -l) - before))" -ge 200 ]; }
+wait_until 10 _all_listed
 tap_is "smtp-source: 200 messages queued" "$(($(ternq_ list --json | wc -l) - before))" 200
 
 # --- restart keeps everything; control commands ----------------------------------

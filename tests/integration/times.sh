@@ -108,8 +108,11 @@ for z in America/New_York Asia/Kolkata; do
 		"tern-report: $(date -d "$yday 00:00" '+%Y-%m-%d %H:%M:%S.000 %z') to $(date -d "$today 00:00" '+%Y-%m-%d %H:%M:%S.000 %z')"
 	tap_like "$z: --since -24h: the last day, the message in it" "$(since -24h)" '^1 '
 	tap_like "$z: --since DATE (today's): the message in it" "$(since "$today")" "^1 ${today}T00:00:00\\.000 "
-	tap_like "$z: --since DATE with an offset: that instant" "$(since "${today}T00:00:00+00:00")" \
-		"^[01] $(date -d "${today}T00:00:00+00:00" +%Y-%m-%dT%H:%M:%S)\\.000 "
+	# UTC's date, not the zone's: east of Greenwich the zone may be a day
+	# ahead, and its midnight UTC still to come
+	utoday=$(date -u +%Y-%m-%d)
+	tap_like "$z: --since DATE with an offset: that instant" "$(since "${utoday}T00:00:00+00:00")" \
+		"^[01] $(date -d "${utoday}T00:00:00+00:00" +%Y-%m-%dT%H:%M:%S)\\.000 "
 	tap_is "$z: --since tomorrow's DATE: not in the past, exit 2" \
 		"$("$report" -c "$TERND_CONF" --since "$(date -d tomorrow +%F)" >/dev/null 2>&1; echo $?)" 2
 	# --utc: +0000, the same epoch
