@@ -358,10 +358,7 @@ static void fail_accepts(struct batch *b, const char *err)
 		else
 			b->jobs[kept++] = b->jobs[i];
 	b->n = kept;
-	b->wal.n = 0;
-	b->wal.bodies = 0;
-	b->wal.body_bytes = 0;
-	b->wal.acked = 0;
+	wal_reset(&b->wal);	/* no record of it is applied */
 }
 
 /* hand_over - give an appended batch to the writer */

@@ -47,8 +47,8 @@
 
 #define HIST_RCPTS_MAX 60000		/* recipients listed in an acceptance record */
 
-/* batch_reset - forget the previous batch's records */
-static void batch_reset(struct wal_batch *w)
+/* wal_reset - forget the batch's records (the next wal_append does it too) */
+void wal_reset(struct wal_batch *w)
 {
 	for (size_t i = 0; i < w->n; i++)
 		wal_rec_clear(&w->recs[i]);
@@ -119,7 +119,7 @@ int wal_append(struct wal_batch *w, struct job **jobs, size_t n, char *err, size
 	uint64_t pos = base, id, off;
 	size_t niov = 0, at = 0, r = 0;
 
-	batch_reset(w);
+	wal_reset(w);
 	for (size_t i = 0; i < n; i++) {
 		struct job *j = jobs[i];
 		size_t len;

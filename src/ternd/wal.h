@@ -34,6 +34,7 @@ struct wal_batch {
 	size_t acked;			/* jobs answered from the log */
 };
 
+void wal_reset(struct wal_batch *w);
 int wal_append(struct wal_batch *w, struct job **jobs, size_t n, char *err, size_t errlen);
 size_t wal_answer(struct wal_batch *w, struct job **jobs, size_t n);
 int wal_apply(struct store_txn *txn, const struct wal_batch *w, uint64_t seg_id,
