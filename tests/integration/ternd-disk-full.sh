@@ -123,7 +123,9 @@ echo "# phase 1-2: acknowledged $ACKED, delivered $DELIVERED, lost $LOST, extra 
 # --- 3. below the reserve: ingest refused, delivery goes on -------------------------
 "$blast" -c 2 -n 100 -s 4000 -o "$top/acked" "127.0.0.1:$TERND_PORT" >"$top/blast3.log" 2>&1
 free_kb=$(df -k --output=avail "$disk" | tail -1)
-head -c $(((free_kb - reserve_kb + 512) * 1024)) /dev/zero >"$disk/fill" 2>/dev/null
+# 2 MB under the reserve: the drain frees segments (1 MB each, the
+# current one rotated away once empty) and must not lift it back above
+head -c $(((free_kb - reserve_kb + 2048) * 1024)) /dev/zero >"$disk/fill" 2>/dev/null
 tap_like "free space below the reserve of $reserve_kb KB: MAIL gets 452 4.3.1" "$(mail_reply)" '^452 4\.3\.1 '
 mail_reply >/dev/null
 tap_is "... said once in the log" "$(grep -c 'below the reserve of' "$TERND_LOG")" 1
