@@ -22,11 +22,12 @@
 # and once left LMDB failing an assertion (tests/RELIABILITY.md), which is
 # not explained yet; the default is the model that passes.
 #
-# ternd answers 250 once a batch's envelope records and bodies are synced
-# in the spool segment, its write-ahead log, and records the batch in LMDB
-# after that: a cut between the two leaves acknowledged mail in the log
-# alone, which recovery must replay. The test counts the restarts that
-# replayed some, and fails if none did (the path went untested).
+# ternd writes a batch's envelope records and bodies to the spool segment,
+# its write-ahead log, then records the batch in LMDB and only then
+# answers (answering right after the log flush is off: it lost mail here);
+# a cut between the two leaves records in the log alone, which recovery
+# replays. The test counts the restarts that replayed some, and fails if
+# none did (the path went untested).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib/tap.sh"
