@@ -8,8 +8,9 @@
 load_py=$here/rcpt-load.py
 [ -r "$load_py" ] || die "$load_py missing"
 
-# scrape - ternd's metrics into $top/metrics, one scrape (it costs ternd a
-# walk of the schedule index, for tern_queue_recipients: one per sample)
+# scrape - ternd's metrics into $top/metrics, one scrape (one per sample;
+# before 19a2186 it cost ternd a walk of the schedule index, for
+# tern_queue_recipients)
 scrape() {
 	curl -s --max-time 10 "http://127.0.0.1:$m_port/metrics" >"$top/metrics"
 }

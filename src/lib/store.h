@@ -44,6 +44,7 @@ void store_close(struct store **st);
 uint64_t store_rebuilt(const struct store *st);
 int store_reader_check(struct store *st);
 int store_map_usage(struct store *st, uint64_t *used, uint64_t *size);
+void store_forget_pages(struct store *st);
 
 /* Writes: fn builds the transaction; it is replayed after map growth.
  * Returns 0, -1, or STORE_PANIC when the database needs a restart. */
@@ -99,6 +100,21 @@ int store_foreach_sched_peer(struct store *st, store_peer_fn fn, void *arg);
 typedef int (*store_due_fn)(uint64_t next_us, const char *qid, uint32_t idx, void *arg);
 int store_foreach_due(struct store *st, const char *peer, uint64_t until_us,
 		      store_due_fn fn, void *arg);
+/* A store_due_fn's return: go on after the message's other entries at
+ * this due time (one seek); 0 goes on with the next entry, any other
+ * value stops the walk. */
+#define STORE_DUE_PASS (-6)
+/* Where a bounded walk of a peer's schedule stands: after this entry. */
+struct store_due_pos {
+	uint64_t next_us;
+	char qid[QID_LEN + 1];
+	uint32_t idx;
+	int set;			/* 0: at the peer's first entry */
+};
+int store_walk_due(struct store *st, const char *peer, uint64_t until_us,
+		   struct store_due_pos *pos, size_t max, store_due_fn fn, void *arg);
+/* a peer's live recipients: one lookup of the count kept with its schedule */
+int store_peer_rcpts(struct store *st, const char *peer, uint64_t *n);
 int store_count(struct store *st, uint64_t *messages);
 int store_count_notices(struct store *st, uint64_t *notices);
 int store_get_notice(struct store *st, const char *id, char **rcpt, uint8_t *flags,

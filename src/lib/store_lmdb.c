@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include "dir_sync.h"
@@ -137,6 +138,7 @@ struct store *store_open(const char *dir, int readonly, size_t mapsize, char *er
 		{"hist", 0, &st->hist, NULL}, {"hidx", MDB_DUPSORT, &st->hidx, NULL},
 		{"notice", 0, &st->notice, &st->no_notice},
 		{"hpend", 0, &st->hpend, &st->no_hpend},
+		{"rcount", 0, &st->rcount, &st->no_rcount},
 	};
 	MDB_envinfo info;
 	char why[256];
@@ -218,6 +220,21 @@ int store_map_usage(struct store *st, uint64_t *used, uint64_t *size)
 	*used = ((uint64_t)info.me_last_pgno + 1) * stat.ms_psize;
 	*size = info.me_mapsize;
 	return 0;
+}
+
+/* store_forget_pages - after a walk of the whole queue (a count at
+ * startup): drop this process's mapping of the map's pages, so that
+ * they no longer count in its RSS; they stay in the page cache, and a
+ * later read maps what it touches again. Safe under readers: the map is
+ * read-only (LMDB writes with pwrite, no MDB_WRITEMAP) */
+void store_forget_pages(struct store *st)
+{
+	MDB_envinfo info;
+
+	pthread_rwlock_rdlock(&st->resize);
+	if (!st->unmapped && mdb_env_info(st->env, &info) == 0 && info.me_mapaddr != NULL)
+		madvise(info.me_mapaddr, info.me_mapsize, MADV_DONTNEED);
+	pthread_rwlock_unlock(&st->resize);
 }
 
 /* store_grow - double the map; only with no transaction of ours open.

@@ -12,6 +12,10 @@
  *   sched  peer . '\0' . next_us(be64) . qid . idx -> "": live recipients
  *          by peer, then due time (a peer's name has no NUL; the key must
  *          fit LMDB's 511 octets, so the name at most SCHED_PEER_MAX)
+ *   rcount peer . '\0'              -> u64 (be64): the peer's schedule entries,
+ *          moved in the transaction that adds or deletes one (sched_op),
+ *          so that counting a peer's recipients is one lookup; no key for
+ *          a peer with none
  *   seg    id(be64)                 -> segment bookkeeping (13 octets)
  *          id(be64) . 'b'           -> u64: its live messages' octets (a
  *          key of its own: releases before it read the record alone)
@@ -25,11 +29,12 @@
  *   notice id -> flags(1) . rcpt len(be16) . rcpt . body: a non-delivery
  *          notification written with the bounce it reports, until it is
  *          queued as a message
- * The first six are store_queue.c's, hist, hidx and hpend store_hist.c's.
- * Layout 1 keyed sched by next_us first; a read-write open rebuilds such a
- * schedule from the recipient records (store_open, store_queue_layout).
- * A read-only open of a queue older than notice or hpend reads them as
- * empty. Big-endian keys sort numerically.
+ * The first seven are store_queue.c's, hist, hidx and hpend store_hist.c's.
+ * Layout 1 keyed sched by next_us first, layout 2 had no rcount; a
+ * read-write open rebuilds both from the recipient records of such a
+ * queue (store_open, store_queue_layout). A read-only open of a queue
+ * older than notice, hpend or rcount reads them as empty. Big-endian keys
+ * sort numerically.
  */
 #ifndef TERN_STORE_PRIV_H
 #define TERN_STORE_PRIV_H
@@ -43,18 +48,18 @@
 #include "store.h"
 #include "store_codec.h"
 
-#define STORE_LAYOUT 2			/* meta "layout": sched keyed by peer first */
+#define STORE_LAYOUT 3			/* meta "layout": sched keyed by peer first, rcount */
 #define STORE_FOREACH_BATCH 512		/* records read per read transaction */
 
 struct store {
 	MDB_env *env;
-	MDB_dbi msg, rcpt, sched, seg, meta, tls, hist, hidx, notice, hpend;
+	MDB_dbi msg, rcpt, sched, rcount, seg, meta, tls, hist, hidx, notice, hpend;
 	size_t mapsize;
 	pthread_rwlock_t resize;	/* readers share; map growth is exclusive */
 	int unmapped;			/* under resize: a growth failed, LMDB has no map */
 	int readonly;
 	uint64_t rebuilt;		/* schedule entries store_open rebuilt */
-	int no_notice, no_hpend;	/* read-only, and no such table yet */
+	int no_notice, no_hpend, no_rcount; /* read-only, and no such table yet */
 };
 
 struct store_txn {

@@ -121,23 +121,56 @@ static int live(uint8_t state)
 	return state == RCPT_QUEUED || state == RCPT_DEFERRED;
 }
 
-/* sched_op - add (or delete) the schedule entry of a recipient record:
- * none unless it is live; EINVAL if its key cannot be made */
+/* rcount_add - move a peer's count of schedule entries by delta (+1 or
+ * -1); a count that reaches 0 is deleted. The key is the name with its
+ * NUL (a peer may be named ""); EINVAL if it cannot be made (as for the
+ * entry) */
+static int rcount_add(struct store_txn *t, const char *peer, int delta)
+{
+	size_t n = strlen(peer) + 1;
+	MDB_val k = {n, (void *)peer}, v;
+	unsigned char buf[8];
+	uint64_t c = 0;
+	int rc;
+
+	if (n > SCHED_PEER_MAX + 1)
+		return EINVAL;
+	rc = mdb_get(t->txn, t->st->rcount, &k, &v);
+	if (rc == 0 && v.mv_size == 8)
+		c = be_get(v.mv_data, 8);
+	else if (rc != 0 && rc != MDB_NOTFOUND)
+		return rc;
+	if (delta < 0 && c == 0)
+		return 0;	/* never below 0 */
+	if ((c += (uint64_t)(int64_t)delta) == 0)
+		return store_kv_del(t, t->st->rcount, peer, n);
+	be_put(buf, c, 8);
+	return store_kv_put(t, t->st->rcount, peer, n, buf, sizeof(buf));
+}
+
+/* sched_op - add (or delete) the schedule entry of a recipient record,
+ * and move its peer's count by the entry that was added (deleted): none
+ * unless it is live; EINVAL if its key cannot be made */
 static int sched_op(struct store_txn *t, int add, const char *qid, const struct q_rcpt *r)
 {
 	unsigned char key[STORE_KEY_MAX];
-	size_t n;
+	MDB_val k = {0, key}, v = {0, ""};
+	int rc;
 
 	if (!live(r->state))
 		return 0;
-	if ((n = sched_key(key, r->peer, r->next_us, qid, r->idx)) == 0)
+	if ((k.mv_size = sched_key(key, r->peer, r->next_us, qid, r->idx)) == 0)
 		return EINVAL;
-	return add ? store_kv_put(t, t->st->sched, key, n, "", 0)
-		   : store_kv_del(t, t->st->sched, key, n);
+	rc = add ? mdb_put(t->txn, t->st->sched, &k, &v, MDB_NOOVERWRITE)
+		 : mdb_del(t->txn, t->st->sched, &k, NULL);
+	if (rc == MDB_KEYEXIST || rc == MDB_NOTFOUND)
+		return 0;	/* there already (not there): the count has it (not) */
+	return rc != 0 ? rc : rcount_add(t, r->peer, add ? 1 : -1);
 }
 
 /* store_put_rcpt - add or replace a recipient, moving its schedule entry
- * from where the record it replaces had it (another time, another peer).
+ * from where the record it replaces had it (another time, another peer),
+ * and the peers' counts with it.
  * A new recipient (every one at acceptance) costs one lookup: the first
  * put finds the record it would replace, if any */
 int store_put_rcpt(struct store_txn *t, const char *qid, const struct q_rcpt *r)
@@ -165,7 +198,8 @@ int store_put_rcpt(struct store_txn *t, const char *qid, const struct q_rcpt *r)
 	return rc != 0 ? rc : sched_op(t, 1, qid, r);
 }
 
-/* store_del_msg - remove a message, its recipients and their schedule entries */
+/* store_del_msg - remove a message, its recipients and their schedule
+ * entries (and count) */
 int store_del_msg(struct store_txn *t, const char *qid)
 {
 	unsigned char key[RCPT_KEY_LEN];
@@ -201,7 +235,8 @@ int store_del_msg(struct store_txn *t, const char *qid)
 	return store_kv_del(t, t->st->msg, qid, QID_LEN);
 }
 
-/* sched_rebuild - the schedule anew from the recipient records */
+/* sched_rebuild - the schedule and the peers' counts anew from the
+ * recipient records */
 static int sched_rebuild(struct store_txn *t)
 {
 	MDB_cursor *cur;
@@ -210,6 +245,7 @@ static int sched_rebuild(struct store_txn *t)
 
 	t->st->rebuilt = 0;	/* again from 0 if store_write retries */
 	if ((rc = mdb_drop(t->txn, t->st->sched, 0)) != 0
+	    || (rc = mdb_drop(t->txn, t->st->rcount, 0)) != 0
 	    || (rc = mdb_cursor_open(t->txn, t->st->rcpt, &cur)) != 0)
 		return rc;
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
@@ -232,9 +268,10 @@ static int sched_rebuild(struct store_txn *t)
 }
 
 /* store_queue_layout - bring the tables up to STORE_LAYOUT and record it there.
- * Layout 1 (no "layout" in meta) keyed the schedule by due time first: it
- * is rebuilt from the recipient records in this one transaction. A new
- * store takes the same path, with nothing to rebuild. */
+ * Layout 1 (no "layout" in meta) keyed the schedule by due time first,
+ * layout 2 had no counts: both are rebuilt from the recipient records in
+ * this one transaction. A new store takes the same path, with nothing to
+ * rebuild. */
 int store_queue_layout(struct store_txn *t, void *arg)
 {
 	static const char name[] = "layout";
@@ -383,7 +420,7 @@ int store_unsched_damaged(struct store_txn *t, const char *qid, size_t *n)
 {
 	unsigned char key[RCPT_KEY_LEN];
 	unsigned char (*keys)[STORE_KEY_MAX] = NULL;
-	size_t *lens = NULL, cap = 0, lcap = 0, nkeys = 0;
+	size_t *lens = NULL, cap = 0, lcap = 0, nkeys = 0, plen;
 	MDB_cursor *cur;
 	MDB_val k = {sizeof(key), key}, v;
 	int rc;
@@ -416,10 +453,17 @@ int store_unsched_damaged(struct store_txn *t, const char *qid, size_t *n)
 	for (size_t i = 0; i < nkeys && rc == 0; i++) {
 		MDB_val sk = {lens[i], keys[i]};
 
-		if ((rc = mdb_del(t->txn, t->st->sched, &sk, NULL)) == 0)
+		char peer[SCHED_PEER_MAX + 1];
+
+		if ((rc = mdb_del(t->txn, t->st->sched, &sk, NULL)) == 0) {
 			(*n)++;
-		else if (rc == MDB_NOTFOUND)
+			plen = lens[i] - SCHED_TAIL_LEN;	/* the key starts with the peer */
+			memcpy(peer, keys[i], plen);
+			peer[plen] = '\0';
+			rc = rcount_add(t, peer, -1);
+		} else if (rc == MDB_NOTFOUND) {
 			rc = 0;
+		}
 	}
 	free(keys);
 	free(lens);
@@ -828,16 +872,44 @@ int store_foreach_sched_peer(struct store *st, store_peer_fn fn, void *arg)
 	return store_read_batches(st, st->sched, &pos, 1, peer_step, peer_flush, &w);
 }
 
-/* store_foreach_due - peer's live recipients due by until_us, earliest
- * first; fn's nonzero return stops the walk and is returned (-1 on error) */
-int store_foreach_due(struct store *st, const char *peer, uint64_t until_us,
-		      store_due_fn fn, void *arg)
+/* due_seek - the cursor at a peer's first schedule entry after pos (a
+ * pass over a message sets pos->idx to UINT32_MAX: after all of its
+ * entries at that time), or at its first one without pos */
+static int due_seek(MDB_cursor *cur, unsigned char key[STORE_KEY_MAX], size_t plen,
+		    const struct store_due_pos *pos, MDB_val *k, MDB_val *v)
+{
+	int rc;
+
+	k->mv_data = key;
+	k->mv_size = plen + 1;
+	if (pos == NULL || !pos->set)
+		return mdb_cursor_get(cur, k, v, MDB_SET_RANGE);
+	be_put(key + plen + 1, pos->next_us, 8);
+	memcpy(key + plen + 9, pos->qid, QID_LEN);
+	be_put(key + plen + 9 + QID_LEN, pos->idx, 4);
+	k->mv_size = plen + SCHED_TAIL_LEN;
+	if ((rc = mdb_cursor_get(cur, k, v, MDB_SET_RANGE)) == 0 && k->mv_size == plen + SCHED_TAIL_LEN
+	    && memcmp(k->mv_data, key, k->mv_size) == 0)
+		rc = mdb_cursor_get(cur, k, v, MDB_NEXT);	/* pos itself was seen */
+	return rc;
+}
+
+/* store_walk_due - peer's live recipients due by until_us, earliest
+ * first, from after *pos (NULL, or not set: from the first), at most max
+ * of them (0: all). fn returns 0 to go on, STORE_DUE_PASS to go on after
+ * the message's other entries at that time (a seek, not a read of each),
+ * else a value that stops the walk and is returned, *pos left before
+ * that entry. Returns 0 with pos->set when max were seen (pos at the
+ * last: the next call goes on from there), 0 with it cleared when the
+ * walk reached until_us or the peer's last entry; -1 on error */
+int store_walk_due(struct store *st, const char *peer, uint64_t until_us,
+		   struct store_due_pos *pos, size_t max, store_due_fn fn, void *arg)
 {
 	unsigned char key[STORE_KEY_MAX];
-	size_t plen = strlen(peer);
+	size_t plen = strlen(peer), seen = 0;
 	MDB_txn *txn;
 	MDB_cursor *cur;
-	MDB_val k = {plen + 1, key}, v;
+	MDB_val k, v;
 	int rc, stop = 0;
 
 	if (plen > SCHED_PEER_MAX)
@@ -845,26 +917,75 @@ int store_foreach_due(struct store *st, const char *peer, uint64_t until_us,
 	memcpy(key, peer, plen + 1);
 	if (store_read_cursor(st, st->sched, &txn, &cur) != 0)
 		return -1;
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0 && !stop;
-	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+	for (rc = due_seek(cur, key, plen, pos, &k, &v); rc == 0 && !stop;) {
 		const unsigned char *tail;
-		char qid[QID_LEN + 1];
-		uint64_t next;
+		struct store_due_pos at;
 
 		if (k.mv_size < plen + 1 || memcmp(k.mv_data, key, plen + 1) != 0)
 			break;	/* the next peer's */
-		if (k.mv_size != plen + SCHED_TAIL_LEN)
+		if (k.mv_size != plen + SCHED_TAIL_LEN) {
+			rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
 			continue;	/* not of this layout */
-		tail = (const unsigned char *)k.mv_data + plen + 1;
-		if ((next = be_get(tail, 8)) > until_us)
+		}
+		if (max > 0 && seen == max) {
+			stop = STORE_DUE_PASS;	/* more to see: pos stays set */
 			break;
-		memcpy(qid, tail + 8, QID_LEN);
-		qid[QID_LEN] = '\0';
-		stop = fn(next, qid, (uint32_t)be_get(tail + 8 + QID_LEN, 4), arg);
+		}
+		tail = (const unsigned char *)k.mv_data + plen + 1;
+		if ((at.next_us = be_get(tail, 8)) > until_us)
+			break;
+		memcpy(at.qid, tail + 8, QID_LEN);
+		at.qid[QID_LEN] = '\0';
+		at.idx = (uint32_t)be_get(tail + 8 + QID_LEN, 4);
+		at.set = 1;
+		seen++;
+		if ((stop = fn(at.next_us, at.qid, at.idx, arg)) != 0 && stop != STORE_DUE_PASS)
+			break;
+		if (stop == STORE_DUE_PASS)
+			at.idx = UINT32_MAX;
+		stop = 0;
+		if (pos)
+			*pos = at;
+		rc = at.idx == UINT32_MAX ? due_seek(cur, key, plen, &at, &k, &v)
+					  : mdb_cursor_get(cur, &k, &v, MDB_NEXT);
 	}
 	mdb_cursor_close(cur);
 	store_read_end(st, txn);
+	if (stop == STORE_DUE_PASS)
+		return 0;
+	if (pos && stop == 0)
+		pos->set = 0;	/* the end: the next walk starts at the first entry */
 	return stop;
+}
+
+/* store_foreach_due - peer's live recipients due by until_us, earliest
+ * first; fn's nonzero return stops the walk and is returned (but
+ * STORE_DUE_PASS, see store_walk_due), -1 on error */
+int store_foreach_due(struct store *st, const char *peer, uint64_t until_us,
+		      store_due_fn fn, void *arg)
+{
+	return store_walk_due(st, peer, until_us, NULL, 0, fn, arg);
+}
+
+/* store_peer_rcpts - a peer's live recipients (its schedule entries):
+ * one lookup of its count, however many they are */
+int store_peer_rcpts(struct store *st, const char *peer, uint64_t *n)
+{
+	size_t plen = strlen(peer);
+	MDB_txn *txn;
+	MDB_val k = {plen + 1, (void *)peer}, v;	/* as rcount_add */
+	int rc;
+
+	*n = 0;
+	if (st->no_rcount || plen > SCHED_PEER_MAX)
+		return 0;	/* none counted (an older queue, read-only), or none can be */
+	if (store_read_begin(st, &txn) != 0)
+		return -1;
+	rc = mdb_get(txn, st->rcount, &k, &v);
+	if (rc == 0 && v.mv_size == 8)
+		*n = be_get(v.mv_data, 8);
+	store_read_end(st, txn);
+	return rc == 0 || rc == MDB_NOTFOUND ? 0 : -1;
 }
 
 /* store_count - how many messages are queued */

@@ -18,6 +18,7 @@
 #include "breaker.h"
 #include "conf.h"
 #include "jobq.h"
+#include "store.h"
 
 struct peer_rt {
 	char *name;
@@ -42,6 +43,8 @@ struct peer_rt {
 	char last_error[256];		/* the last connection failure's text, or "" */
 	uint64_t last_error_at;
 	char *conn;			/* per thread slot: 0 no connection, 1 idle, 2 busy */
+	struct store_due_pos due;	/* the scheduler's only: where its walk of the
+					 * peer's due mail goes on (sched.c) */
 };
 
 /* One peer as ternq peers shows it (relay_peers). */

@@ -13,6 +13,14 @@
  * its mail is neither read nor rewritten, however much of it waits; when
  * the cooldown is over one message is offered, for the probe, and when
  * the breaker closes the peer is scanned again at once.
+ *
+ * Work per scan is bounded, however big a backlog: a peer's walk of its
+ * due entries sees at most SCHED_VISIT_MAX of them and goes on from
+ * there at the next scan, which then comes at once (after the other
+ * peers' turn), and a message's other recipients due at the same time
+ * are passed over in one seek, not read one by one. So a peer with
+ * 1,000,000 recipients due (after a restart, or when its breaker closes)
+ * delays another peer's mail by one bounded walk, not by its backlog.
  */
 #include "config.h"
 
@@ -45,7 +53,10 @@ static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
 	int kicked;
+	int more;			/* the scheduler's only: a walk stopped at its bound */
 } sched = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+
+#define SCHED_VISIT_MAX 1024		/* due entries one scan sees per peer */
 
 /* Messages the scheduler found routed to a peer a reload removed. */
 #define REROUTE_MAX 64			/* per scan; the next scan finds the rest */
@@ -85,15 +96,16 @@ static void sched_done(struct peer_rt *p, const char *qid)
 	pthread_mutex_unlock(&p->lock);
 }
 
-/* sched_offer_due - a relayed peer's recipient due now: offer its message;
- * stop at the first one the full ring cannot take */
+/* sched_offer_due - a relayed peer's recipient due now: offer its message
+ * (its job takes its other recipients due: they are passed over); stop
+ * at the first one the full ring cannot take */
 static int sched_offer_due(uint64_t next_us, const char *qid, uint32_t idx, void *arg)
 {
 	(void)next_us;
 	(void)idx;
 	if (storage_kept(qid))
-		return 0;	/* its outcome waits to be recorded: not sent again */
-	return sched_offer(arg, qid, 0) < 0 || relay_stopping();
+		return STORE_DUE_PASS;	/* its outcome waits to be recorded: not sent again */
+	return sched_offer(arg, qid, 0) < 0 || relay_stopping() ? 1 : STORE_DUE_PASS;
 }
 
 /* sched_offer_probe - a relayed peer's recipient due now, for the
@@ -103,8 +115,8 @@ static int sched_offer_probe(uint64_t next_us, const char *qid, uint32_t idx, vo
 	(void)next_us;
 	(void)idx;
 	if (storage_kept(qid))
-		return 0;
-	return sched_offer(arg, qid, 1) != 0 || relay_stopping();
+		return STORE_DUE_PASS;
+	return sched_offer(arg, qid, 1) != 0 || relay_stopping() ? 1 : STORE_DUE_PASS;
 }
 
 /* sched_reroute_due - a due recipient of a peer a reload removed: note its
@@ -120,17 +132,7 @@ static int sched_reroute_due(uint64_t next_us, const char *qid, uint32_t idx, vo
 		;
 	if (i == rr->n)
 		memcpy(rr->qids[rr->n++], qid, QID_LEN + 1);
-	return rr->n == REROUTE_MAX || relay_stopping();
-}
-
-/* sched_count_due - one more recipient */
-static int sched_count_due(uint64_t next_us, const char *qid, uint32_t idx, void *arg)
-{
-	(void)next_us;
-	(void)qid;
-	(void)idx;
-	(*(uint64_t *)arg)++;
-	return 0;
+	return rr->n == REROUTE_MAX || relay_stopping() ? 1 : STORE_DUE_PASS;
 }
 
 /* sched_parked - a configured peer that is not relayed (no host, or a
@@ -146,7 +148,7 @@ static void sched_parked(const struct conf_peer *p)
 	snprintf(cause, sizeof(cause), "%s:%s", nohost ? "no_host" : "tls_context", p->name);
 	if (!unroutable_due(cause, &held))
 		return;
-	store_foreach_due(ternd.store, p->name, UINT64_MAX, sched_count_due, &n);
+	store_peer_rcpts(ternd.store, p->name, &n);
 	if (nohost)
 		unroutable_log(0, "peer %s has no host: %" PRIu64 " recipient%s wait in the queue",
 			       p->name, n, n == 1 ? "" : "s");
@@ -170,9 +172,11 @@ static int sched_peer(const char *peer, void *arg)
 	if (p) {
 		if (storage_failing())
 			return relay_stopping();	/* no new delivery (storage.c) */
-		if ((o = peer_due(p, now_us())) != BREAKER_HOLD)
-			store_foreach_due(ternd.store, peer, now_us(),
-					  o == BREAKER_GO ? sched_offer_due : sched_offer_probe, p);
+		if ((o = peer_due(p, now_us())) != BREAKER_HOLD
+		    && store_walk_due(ternd.store, peer, now_us(), &p->due, SCHED_VISIT_MAX,
+				      o == BREAKER_GO ? sched_offer_due : sched_offer_probe, p) == 0
+		    && p->due.set)
+			sched.more = 1;	/* at its bound: the next scan at once */
 	} else if ((cp = conf_peer_find(ternd_conf(), peer)) != NULL) {
 		sched_parked(cp);
 	} else if (rr->n < REROUTE_MAX) {
@@ -232,6 +236,7 @@ static void *sched_main(void *arg)
 		struct timespec t;
 
 		rr.n = 0;
+		sched.more = 0;
 		storage_retry();
 		store_foreach_sched_peer(ternd.store, sched_peer, &rr);
 		for (size_t i = 0; i < rr.n && !relay_stopping(); i++) {
@@ -246,7 +251,7 @@ static void *sched_main(void *arg)
 		notices_send();
 		pthread_mutex_lock(&sched.lock);
 		clock_deadline(&t, 1000);
-		while (!sched.kicked && !relay_stopping())
+		while (!sched.kicked && !sched.more && !relay_stopping())
 			if (pthread_cond_timedwait(&sched.wake, &sched.lock, &t) == ETIMEDOUT)
 				break;
 		sched.kicked = 0;

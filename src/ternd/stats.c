@@ -6,17 +6,18 @@
  * Peers are the label values of the configuration: those read at startup,
  * and each one a reload adds (stats_peer, before its threads start); a
  * removed peer's series stay until a restart, its circuit breaker gauge
- * reset to closed. tern_queue_messages is
- * counted once at startup (a scan of the queue, only when metrics_listen
- * is set) and then moved by every change of a message's state, so a
- * scrape never reads the queue; tern_queue_oldest_age_seconds is one
- * LMDB lookup (the oldest queue id) per scrape, tern_notices_waiting one
- * table count, the map gauges one look at LMDB's meta page, the spool
- * gauges one read of the segment table;
- * tern_queue_recipients walks the schedule index (every live recipient's
- * entry, by peer) at each scrape, in one short read per peer. The
- * delivery codes' series (tern_delivery_codes_total) are registered as
- * they occur: the label is one of RFC 3463's codes or "other"
+ * reset to closed. tern_queue_messages is counted once at startup (a
+ * scan of the queue, only when metrics_listen is set, whose mapped pages
+ * are then dropped from ternd's RSS) and then moved by every change of a
+ * message's state, so a scrape never reads the queue;
+ * tern_queue_oldest_age_seconds is one LMDB lookup (the oldest queue id)
+ * per scrape, tern_notices_waiting one table count, the map gauges one
+ * look at LMDB's meta page, the spool gauges one read of the segment
+ * table; tern_queue_recipients one lookup per peer (the count the store
+ * moves with the schedule's entries, store_peer_rcpts), so a scrape
+ * reads no recipient whatever the queue holds. The delivery codes'
+ * series (tern_delivery_codes_total) are registered as they occur: the
+ * label is one of RFC 3463's codes or "other"
  * (smtp_esc_label), so they stay fewer than 150 per peer.
  */
 #include "config.h"
@@ -109,22 +110,14 @@ static double spool_live(void *arg)
 	return (double)live;
 }
 
-/* count_due - one live recipient of a peer */
-static int count_due(uint64_t next_us, const char *qid, uint32_t idx, void *arg)
-{
-	(void)next_us, (void)qid, (void)idx;
-	++*(int64_t *)arg;
-	return 0;
-}
-
 /* stats_peer_rcpts - a peer's live recipients (its schedule entries,
  * held ones too), as tern_queue_recipients and ternq peers show them */
 int64_t stats_peer_rcpts(const char *peer)
 {
-	int64_t n = 0;
+	uint64_t n = 0;
 
-	store_foreach_due(ternd.store, peer, UINT64_MAX, count_due, &n);
-	return n;
+	store_peer_rcpts(ternd.store, peer, &n);
+	return (int64_t)n;
 }
 
 /* queue_rcpts - at a scrape: each configured peer's live recipients */
@@ -271,6 +264,7 @@ void stats_start(const struct conf *conf)
 	if (conf->ternd.metrics_listen[0] == '\0')
 		return;
 	store_foreach(ternd.store, count_one, NULL);
+	store_forget_pages(ternd.store);	/* the count's pages: not ternd's RSS */
 	if ((server = metrics_serve(conf->ternd.metrics_listen, err, sizeof(err))) == NULL)
 		log_fatal("%s", err);
 	log_info("metrics on http://%s/metrics", conf->ternd.metrics_listen);

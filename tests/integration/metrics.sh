@@ -8,10 +8,12 @@
 #   second sink, 1 parked for a peer without host, then held with ternq;
 #   exact counters, histogram counts, queue gauges (also after a restart,
 #   which counts the queue anew), 404 and 405; build info, process
-#   metrics, the queue database's map, recipients per peer; then
-#   (restarted) a peer answering 550 5.1.1, 550 5.9.9, 550 without a
-#   code and 451 4.7.0: tern_delivery_codes_total by code (5.9.9 is
-#   "other"), and a reload of a broken file, then a good one:
+#   metrics, the queue database's map, recipients per peer (also after
+#   the restart); then (restarted) a peer answering 550 5.1.1, 550 5.9.9,
+#   550 without a code and 451 4.7.0: tern_delivery_codes_total by code
+#   (5.9.9 is "other"), tern_queue_recipients 1 for the deferred one, 0
+#   once ternq expires it, and 0 for the parked peer once ternq deletes
+#   its held message; and a reload of a broken file, then a good one:
 #   tern_config_last_reload_successful 0, then 1.
 #
 #   tern-milter in an isolated Postfix: 2 plain messages, 1 with a forged
@@ -193,6 +195,8 @@ tap_is "after a restart: the queue counted anew (hold 1)" \
 	"$(value "$top/ternd2.prom" 'tern_queue_messages{state="hold"}') $(value "$top/ternd2.prom" 'tern_queue_messages{state="queued"}')" "1 0"
 tap_is "after a restart: counters start at 0" \
 	"$(value "$top/ternd2.prom" 'tern_messages_received_total{listener="smtp"}')" 0
+tap_is "after a restart: tern_queue_recipients kept in the queue (parked 1, plain 0)" \
+	"$(value "$top/ternd2.prom" 'tern_queue_recipients{peer="parked"}') $(value "$top/ternd2.prom" 'tern_queue_recipients{peer="plain"}')" "1 0"
 
 # Enhanced status codes, as the peer gave them (or the class's own)
 python3 - "$TERND_PORT" >"$top/codes-send.out" 2>&1 <<-'EOF'
@@ -211,6 +215,14 @@ tap_is "tern_delivery_codes_total of the codes peer: 5.1.1, other (5.9.9), 5.0.0
 	'tern_delivery_codes_total{peer="codes",dsn="4.7.0"} 1 tern_delivery_codes_total{peer="codes",dsn="5.0.0"} 1 tern_delivery_codes_total{peer="codes",dsn="5.1.1"} 1 tern_delivery_codes_total{peer="codes",dsn="other"} 1 '
 tap_is "tern_queue_recipients: the deferred one" \
 	"$(value "$top/codes.prom" 'tern_queue_recipients{peer="codes"}')" 1
+deferred=$(ternq_ list --json --peer codes | python3 -c 'import json,sys; print(" ".join(json.loads(l)["queue_id"] for l in sys.stdin if l.strip()))')
+tap_like "one message deferred for the codes peer" "$deferred" '^[0-9A-Z]{13}$'
+tap_check "ternq expire the deferred one" ternq_ expire "$deferred"
+tap_check "tern_queue_recipients of the codes peer: 0 after the expiry" \
+	wait_until 30 metric_is "$tm_port" 'tern_queue_recipients{peer="codes"}' 0
+tap_check "ternq delete the held one" ternq_ delete "$parked"
+tap_check "tern_queue_recipients of the parked peer: 0 after the delete" \
+	wait_until 30 metric_is "$tm_port" 'tern_queue_recipients{peer="parked"}' 0
 tap_check "promtool check metrics: ternd with codes" sh -c "promtool check metrics <'$top/codes.prom' >'$top/promtool-codes.out' 2>&1"
 sed 's/^/# /' "$top/promtool-codes.out"
 

@@ -203,13 +203,26 @@ static int due_fn(uint64_t next_us, const char *qid, uint32_t idx, void *arg)
 	return l->stop_after && l->n == l->stop_after ? 42 : 0;
 }
 
-/* peer_fn - collect a listed peer's entries due by l->until */
+/* rcpts_of - store_peer_rcpts, asserted to succeed */
+static uint64_t rcpts_of(const char *peer)
+{
+	uint64_t n = 12345;
+
+	ck_assert_int_eq(store_peer_rcpts(st, peer, &n), 0);
+	return n;
+}
+
+/* peer_fn - collect a listed peer's entries due by l->until; all of
+ * them (no until): as many as the peer's count says */
 static int peer_fn(const char *peer, void *arg)
 {
 	struct due_list *l = arg;
+	size_t before = l->n;
 
 	l->peer = peer;
 	ck_assert_int_eq(store_foreach_due(st, peer, l->until, due_fn, l), 0);
+	if (l->until == UINT64_MAX)
+		ck_assert_uint_eq(rcpts_of(peer), l->n - before);
 	return 0;
 }
 
@@ -242,6 +255,8 @@ static void peer_expect(const char *peer, uint64_t until_us, const struct due *w
 
 	ck_assert_int_eq(store_foreach_due(st, peer, until_us, due_fn, &l), 0);
 	due_check(&l, want, n);
+	if (until_us == UINT64_MAX)
+		ck_assert_uint_eq(rcpts_of(peer), n);
 }
 
 /* the peers store_foreach_sched_peer lists */
@@ -708,6 +723,7 @@ START_TEST(test_sched_peers_many)
 
 		ck_assert_int_eq(store_foreach_due(st, peers[p], UINT64_MAX, count_fn, &all), 0);
 		ck_assert_uint_eq(all.n, total[p]);
+		ck_assert_uint_eq(rcpts_of(peers[p]), total[p]);	/* "" too */
 		ck_assert_int_eq(store_foreach_due(st, peers[p], until, count_fn, &some), 0);
 		ck_assert_uint_eq(some.n, due_by[p]);
 		ck_assert_uint_lt(some.n, all.n);
@@ -1342,17 +1358,19 @@ static void raw_end(MDB_txn *txn)
 
 /* layout1 - turn the closed store in qdir back into layout 1, as ternd
  * wrote it before: the schedule keyed next_us . qid . idx with the peer
- * as value, no "layout" in meta. LMDB directly: the store has no way to
- * write an old layout, and should not. */
+ * as value, no "layout" in meta, no rcount table. LMDB directly: the
+ * store has no way to write an old layout, and should not. */
 static void layout1(const struct due *e, size_t n)
 {
 	MDB_txn *txn;
-	MDB_dbi sched, meta;
+	MDB_dbi sched, meta, rcount;
 	MDB_val k = {6, (void *)"layout"};
 
 	txn = raw_begin(0);
 	ck_assert_int_eq(mdb_dbi_open(txn, "sched", 0, &sched), 0);
 	ck_assert_int_eq(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+	ck_assert_int_eq(mdb_dbi_open(txn, "rcount", 0, &rcount), 0);
+	ck_assert_int_eq(mdb_drop(txn, rcount, 1), 0);
 	ck_assert_int_eq(mdb_drop(txn, sched, 0), 0);
 	ck_assert_int_eq(mdb_del(txn, meta, &k, NULL), 0);
 	for (size_t i = 0; i < n; i++) {
@@ -1609,7 +1627,7 @@ START_TEST(test_layout_migration)
 	char err[512] = "";
 
 	put_three();
-	layout_expect(2);			/* a new store is of the current layout */
+	layout_expect(3);			/* a new store is of the current layout */
 	ck_assert_uint_eq(store_rebuilt(st), 0);
 	store_close(&st);
 	layout1(old, N_ELEMENTS(old));
@@ -1623,13 +1641,13 @@ START_TEST(test_layout_migration)
 	rcpts_expect(QA, ra, N_ELEMENTS(ra));
 	rcpts_expect(QB, rb, N_ELEMENTS(rb));
 	due_expect(UINT64_MAX, NULL, 0);	/* old keys: passed over */
-	peer_expect("pa", UINT64_MAX, NULL, 0);
+	peer_expect("pa", UINT64_MAX, NULL, 0);	/* and no counts */
 	store_close(&st);
 
 	for (int round = 0; round < 2; round++) {	/* the second open finds it done */
 		st = store_open(qdir, 0, 0, err, sizeof(err));
 		ck_assert_msg(st != NULL, "read-write open of layout 1: %s", err);
-		layout_expect(2);
+		layout_expect(3);
 		/* the seven live recipients the first time, none the second */
 		ck_assert_uint_eq(store_rebuilt(st), round == 0 ? N_ELEMENTS(want) : 0);
 		due_expect(UINT64_MAX, want, N_ELEMENTS(want));
@@ -1640,6 +1658,139 @@ START_TEST(test_layout_migration)
 	}
 	st = store_open(qdir, 0, 0, err, sizeof(err));
 	ck_assert_msg(st != NULL, "%s", err);
+}
+END_TEST
+
+/* A queue of layout 2 (before the peers' counts): read-only, every peer
+ * counts 0 and its schedule serves; the first read-write open rebuilds
+ * the schedule with the counts, once. */
+START_TEST(test_layout2_counts)
+{
+	static const struct due want[] = {
+		{300, QA, 0, "pa"}, {600, QA, 2, "pa2"}, {200, QB, 0, "pb"}, {500, QB, 1, "pb"},
+		{100, QC, 7, "pc"}, {300, QC, 1, "pc"}, {400, QC, 0, "pc"},
+	};
+	static const unsigned char two[8] = {0, 0, 0, 0, 0, 0, 0, 2};
+	struct due_list l = {.n = 0, .peer = "pc"};
+	char err[512] = "";
+
+	put_three();
+	ck_assert_uint_eq(rcpts_of("pc"), 3);
+	store_close(&st);
+	raw_put("rcount", "", NULL, 0);
+	raw_put("meta", "layout", two, sizeof(two));
+
+	st = store_open(qdir, 1, 0, err, sizeof(err));
+	ck_assert_msg(st != NULL, "read-only open of layout 2: %s", err);
+	layout_expect(2);
+	ck_assert_uint_eq(rcpts_of("pc"), 0);
+	ck_assert_int_eq(store_foreach_due(st, "pc", UINT64_MAX, due_fn, &l), 0);
+	ck_assert_uint_eq(l.n, 3);
+	store_close(&st);
+	for (int round = 0; round < 2; round++) {
+		st = store_open(qdir, 0, 0, err, sizeof(err));
+		ck_assert_msg(st != NULL, "read-write open of layout 2: %s", err);
+		layout_expect(3);
+		ck_assert_uint_eq(store_rebuilt(st), round == 0 ? N_ELEMENTS(want) : 0);
+		due_expect(UINT64_MAX, want, N_ELEMENTS(want));	/* and the counts */
+		ck_assert_uint_eq(rcpts_of("pb"), 2);
+		store_close(&st);
+	}
+	st = store_open(qdir, 0, 0, err, sizeof(err));
+	ck_assert_msg(st != NULL, "%s", err);
+}
+END_TEST
+
+/* a bounded walk: what it saw, and what its callback answers */
+struct walk {
+	struct due_list l;
+	const char *pass_qid;		/* its entries answered STORE_DUE_PASS */
+	const char *stop_qid;		/* the first of its entries answered 42 */
+};
+
+/* walk_fn - collect the entry, then answer as w says */
+static int walk_fn(uint64_t next_us, const char *qid, uint32_t idx, void *arg)
+{
+	struct walk *w = arg;
+
+	due_fn(next_us, qid, idx, &w->l);
+	if (w->stop_qid && strcmp(qid, w->stop_qid) == 0)
+		return 42;
+	return w->pass_qid && strcmp(qid, w->pass_qid) == 0 ? STORE_DUE_PASS : 0;
+}
+
+/* walk - one store_walk_due of peer "pw" from *pos, at most max entries:
+ * its return, and exactly the entries it saw */
+static void walk(struct store_due_pos *pos, size_t max, struct walk *w, int rc,
+		 const struct due *want, size_t n)
+{
+	w->l.n = 0;
+	w->l.peer = "pw";
+	ck_assert_int_eq(store_walk_due(st, "pw", UINT64_MAX, pos, max, walk_fn, w), rc);
+	due_check(&w->l, want, n);
+}
+
+/* store_walk_due: at most max entries, then on from where it stood;
+ * STORE_DUE_PASS passes over the message's other entries at that time
+ * (not those at another); a stop leaves the position before the entry
+ * that stopped; the end starts the next walk at the first entry again */
+START_TEST(test_walk_due)
+{
+	struct q_rcpt r[6];
+	static const struct due all[] = {
+		{50, QC, 0, "pw"}, {100, QA, 0, "pw"}, {100, QA, 1, "pw"}, {100, QA, 2, "pw"},
+		{100, QB, 0, "pw"}, {200, QA, 9, "pw"},
+	};
+	static const struct due passed[] = {	/* QA passed over at 100, not at 200 */
+		{50, QC, 0, "pw"}, {100, QA, 0, "pw"}, {100, QB, 0, "pw"}, {200, QA, 9, "pw"},
+	};
+	struct store_due_pos pos = {.set = 0};
+	struct walk w = {.pass_qid = NULL};
+	struct q_msg m;
+
+	for (uint32_t i = 0; i < 3; i++)
+		r[i] = (struct q_rcpt){i, RCPT_QUEUED, 0, 0, 100, "a@x", "", "pw", ""};
+	r[3] = (struct q_rcpt){9, RCPT_DEFERRED, 0, 1, 200, "a9@x", "", "pw", "451 x"};
+	msg_init(&m, QA, 1);
+	put(&m, r, 4);
+	r[4] = (struct q_rcpt){0, RCPT_QUEUED, 0, 0, 100, "b@x", "", "pw", ""};
+	msg_init(&m, QB, 2);
+	put(&m, &r[4], 1);
+	r[5] = (struct q_rcpt){0, RCPT_QUEUED, 0, 0, 50, "c@x", "", "pw", ""};
+	msg_init(&m, QC, 3);
+	put(&m, &r[5], 1);
+	peer_expect("pw", UINT64_MAX, all, N_ELEMENTS(all));
+
+	/* bounded: 4, then the 2 left (the end: cleared), then from the first */
+	walk(&pos, 4, &w, 0, all, 4);
+	ck_assert_int_eq(pos.set, 1);
+	walk(&pos, 4, &w, 0, &all[4], 2);
+	ck_assert_int_eq(pos.set, 0);
+	walk(&pos, 0, &w, 0, all, N_ELEMENTS(all));
+	ck_assert_int_eq(pos.set, 0);
+	/* a bound that falls on the last entry: the next walk sees nothing,
+	 * and ends */
+	walk(&pos, N_ELEMENTS(all), &w, 0, all, N_ELEMENTS(all));
+	ck_assert_int_eq(pos.set, 0);
+
+	/* passed over: one seek past QA's entries at 100, then on */
+	w.pass_qid = QA;
+	walk(&pos, 0, &w, 0, passed, N_ELEMENTS(passed));
+	walk(&pos, 2, &w, 0, passed, 2);	/* the bound counts entries seen */
+	ck_assert_int_eq(pos.set, 1);
+	walk(&pos, 2, &w, 0, &passed[2], 2);
+	ck_assert_int_eq(pos.set, 0);
+
+	/* a stop: returned, and the next walk starts at that entry again */
+	w.pass_qid = NULL;
+	w.stop_qid = QB;
+	walk(&pos, 0, &w, 42, all, 5);
+	ck_assert_int_eq(pos.set, 1);
+	w.stop_qid = NULL;
+	walk(&pos, 0, &w, 0, &all[4], 2);
+	ck_assert_int_eq(pos.set, 0);
+	/* without a position: from the first entry, and the bound still holds */
+	walk(NULL, 3, &w, 0, all, 3);
 }
 END_TEST
 
@@ -2031,6 +2182,8 @@ int main(void)
 	tcase_add_test(tc, test_notice_malformed);
 	tcase_add_test(tc, test_reopen);
 	tcase_add_test(tc, test_layout_migration);
+	tcase_add_test(tc, test_layout2_counts);
+	tcase_add_test(tc, test_walk_due);
 	tcase_add_test(tc, test_open_fails);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
