@@ -167,7 +167,7 @@ static void axes(FILE *out, const struct scale *sc, const char *ytitle)
 			PLOT_Y + PLOT_H, x, PLOT_Y + PLOT_H + 5);
 		if (step >= 86400)
 			when[10] = '\0';	/* the date */
-		text_at(out, x, PLOT_Y + PLOT_H + 6 + FONT, "middle",
+		text_at(out, x, PLOT_Y + PLOT_H + 10 + FONT, "middle",
 			step >= 86400 ? when + 5 : span > 86400 ? when + 5 : when + 11);
 	}
 	zone_title(sc, buf, sizeof(buf));

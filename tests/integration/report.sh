@@ -200,31 +200,40 @@ tap_is "html: y ticks on both charts (at least 4 each)" \
 tap_is "html: senders and sizes tables" \
 	"$(grep -cE '<h2>(Top senders|Message sizes \(octets\))</h2>' "$top/r.html")" 2
 
-# layout WIDTH - chromium's verdict on the page at WIDTH px, and a screenshot
+# layout WIDTH NAME - chromium's verdict on page NAME.html at WIDTH px, and a
+# screenshot
 layout() {
 	local profile
 	profile=$(mktemp -d "$top/chromium.XXXXXX")
+	awk -v js="$srcdir/tests/integration/report_layout.js" \
+		'$0 == "</body>" { print "<script>"; while ((getline l < js) > 0) print l; print "</script>" } { print }' \
+		"$top/$2.html" >"$top/$2.check.html"
 	chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
 		--disable-background-networking --disable-component-update --disable-sync \
 		--user-data-dir="$profile" --window-size="$1,1000" --virtual-time-budget=3000 \
-		--dump-dom "file://$top/r.check.html" 2>>"$top/chromium.log" |
+		--dump-dom "file://$top/$2.check.html" 2>>"$top/chromium.log" |
 		sed -n 's|.*<title>\(LAYOUT-[^<]*\)</title>.*|\1|p' | head -1
 	chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
 		--disable-background-networking --disable-component-update --disable-sync \
-		--user-data-dir="$profile" --window-size="$1,1400" --screenshot="$top/r.$1.png" \
-		"file://$top/r.html" >>"$top/chromium.log" 2>&1
+		--user-data-dir="$profile" --window-size="$1,1400" --screenshot="$top/$2.$1.png" \
+		"file://$top/$2.html" >>"$top/chromium.log" 2>&1
 }
+# A window that starts 20 minutes before a midnight (UTC): its first x tick
+# label sits just right of the y axis, next to the y label "0" (it overlapped
+# it at 1600 px until the x labels moved 4 units down).
+edge=$(( ($(date +%s) / 86400) * 86400 - 1200 ))
+rpt --format html --utc --from "@$edge" --to "@$((edge + 86400))" --output "$top/edge.html"
 if command -v chromium >/dev/null; then
-	awk -v js="$srcdir/tests/integration/report_layout.js" \
-		'$0 == "</body>" { print "<script>"; while ((getline l < js) > 0) print l; print "</script>" } { print }' \
-		"$top/r.html" >"$top/r.check.html"
 	for w in 800 1600; do
 		tap_like "html at $w px in Chromium: charts fill the width, no text outside its chart" \
-			"$(layout "$w")" '^LAYOUT-OK [0-9]+$'
+			"$(layout "$w" r)" '^LAYOUT-OK [0-9]+$'
+		tap_like "html at $w px, a window starting 20 min before a tick: no label overlaps" \
+			"$(layout "$w" edge)" '^LAYOUT-OK [0-9]+$'
 	done
 else
 	for w in 800 1600; do
 		tap_skip "html at $w px in Chromium" "chromium not installed"
+		tap_skip "html at $w px, a window starting 20 min before a tick" "chromium not installed"
 	done
 fi
 
