@@ -267,11 +267,38 @@ static int sched_rebuild(struct store_txn *t)
 	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
+/* counts_agree - do the peers' counts add up to the schedule's entries? A
+ * ternd older than the counts (layout 2) takes a layout-3 queue as its own
+ * and moves entries without them: after such a downgrade the counts are
+ * wrong until rebuilt. One look at the schedule's size and one row per
+ * peer. 1 yes, 2 no, or an LMDB error */
+static int counts_agree(struct store_txn *t)
+{
+	MDB_stat ms;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	uint64_t sum = 0;
+	int rc;
+
+	if ((rc = mdb_stat(t->txn, t->st->sched, &ms)) != 0
+	    || (rc = mdb_cursor_open(t->txn, t->st->rcount, &cur)) != 0)
+		return rc;
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+		if (v.mv_size == 8)
+			sum += be_get(v.mv_data, 8);
+	mdb_cursor_close(cur);
+	if (rc != MDB_NOTFOUND)
+		return rc;
+	return sum == (uint64_t)ms.ms_entries ? 1 : 2;
+}
+
 /* store_queue_layout - bring the tables up to STORE_LAYOUT and record it there.
  * Layout 1 (no "layout" in meta) keyed the schedule by due time first,
  * layout 2 had no counts: both are rebuilt from the recipient records in
- * this one transaction. A new store takes the same path, with nothing to
- * rebuild. */
+ * this one transaction, as they are when the counts do not add up to the
+ * schedule (counts_agree). A new store takes the same path, with nothing
+ * to rebuild. */
 int store_queue_layout(struct store_txn *t, void *arg)
 {
 	static const char name[] = "layout";
@@ -280,8 +307,11 @@ int store_queue_layout(struct store_txn *t, void *arg)
 
 	(void)arg;
 	rc = mdb_get(t->txn, t->st->meta, &k, &v);
-	if (rc == 0 && v.mv_size == 8 && be_get(v.mv_data, 8) >= STORE_LAYOUT)
-		return 0;
+	if (rc == 0 && v.mv_size == 8 && be_get(v.mv_data, 8) >= STORE_LAYOUT) {
+		if ((rc = counts_agree(t)) != 2)
+			return rc == 1 ? 0 : rc;
+		rc = 0;	/* rebuilt, as after an upgrade */
+	}
 	if ((rc != 0 && rc != MDB_NOTFOUND) || (rc = sched_rebuild(t)) != 0)
 		return rc;
 	return store_put_meta(t, name, STORE_LAYOUT);

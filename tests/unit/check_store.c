@@ -1701,6 +1701,31 @@ START_TEST(test_layout2_counts)
 }
 END_TEST
 
+/* Counts that do not add up to the schedule (an older ternd moved entries
+ * of a layout-3 queue without them) are rebuilt at the next read-write
+ * open; counts that do are left alone. */
+START_TEST(test_counts_drift)
+{
+	static const unsigned char five[8] = {0, 0, 0, 0, 0, 0, 0, 5};
+	char err[512] = "";
+
+	put_three();
+	store_close(&st);
+	raw_put("rcount", "stale", five, sizeof(five));
+	st = store_open(qdir, 0, 0, err, sizeof(err));
+	ck_assert_msg(st != NULL, "read-write open with counts off by 5: %s", err);
+	layout_expect(3);
+	ck_assert_uint_eq(store_rebuilt(st), 7);
+	ck_assert_uint_eq(rcpts_of("pc"), 3);
+	ck_assert_uint_eq(rcpts_of("pb"), 2);
+	store_close(&st);
+	st = store_open(qdir, 0, 0, err, sizeof(err));
+	ck_assert_msg(st != NULL, "%s", err);
+	ck_assert_uint_eq(store_rebuilt(st), 0);
+	ck_assert_uint_eq(rcpts_of("pc"), 3);
+}
+END_TEST
+
 /* a bounded walk: what it saw, and what its callback answers */
 struct walk {
 	struct due_list l;
@@ -2183,6 +2208,7 @@ int main(void)
 	tcase_add_test(tc, test_reopen);
 	tcase_add_test(tc, test_layout_migration);
 	tcase_add_test(tc, test_layout2_counts);
+	tcase_add_test(tc, test_counts_drift);
 	tcase_add_test(tc, test_walk_due);
 	tcase_add_test(tc, test_open_fails);
 	tcase_set_timeout(tc, 60);
