@@ -17,8 +17,9 @@
  * Work per scan is bounded, however big a backlog: a peer's walk of its
  * due entries sees at most SCHED_VISIT_MAX of them and goes on from
  * there at the next scan, which then comes at once (after the other
- * peers' turn), and a message's other recipients due at the same time
- * are passed over in one seek, not read one by one. So a peer with
+ * peers' turn); a walk stopped for any other reason starts the next one
+ * at the earliest entry again. A message's other recipients due at the
+ * same time are passed over in one seek, not read one by one. So a peer with
  * 1,000,000 recipients due (after a restart, or when its breaker closes)
  * delays another peer's mail by one bounded walk, not by its backlog.
  */
@@ -172,10 +173,17 @@ static int sched_peer(const char *peer, void *arg)
 	if (p) {
 		if (storage_failing())
 			return relay_stopping();	/* no new delivery (storage.c) */
-		if ((o = peer_due(p, now_us())) != BREAKER_HOLD
-		    && store_walk_due(ternd.store, peer, now_us(), &p->due, SCHED_VISIT_MAX,
-				      o == BREAKER_GO ? sched_offer_due : sched_offer_probe, p) == 0
-		    && p->due.set)
+		/* A walk goes on from where the last one stopped only after a
+		 * stop at its bound; after any other stop (a full ring, the
+		 * probe offered, the breaker holding) the next walk starts at
+		 * the earliest entry, so that mail passed over meanwhile (its
+		 * job dropped when the breaker opened, recipients beyond
+		 * max_rcpts_per_transaction) is not put behind the backlog. */
+		if ((o = peer_due(p, now_us())) == BREAKER_HOLD
+		    || store_walk_due(ternd.store, peer, now_us(), &p->due, SCHED_VISIT_MAX,
+				      o == BREAKER_GO ? sched_offer_due : sched_offer_probe, p) != 0)
+			p->due.set = 0;
+		else if (p->due.set)
 			sched.more = 1;	/* at its bound: the next scan at once */
 	} else if ((cp = conf_peer_find(ternd_conf(), peer)) != NULL) {
 		sched_parked(cp);
