@@ -44,7 +44,6 @@ void store_close(struct store **st);
 uint64_t store_rebuilt(const struct store *st);
 int store_reader_check(struct store *st);
 int store_map_usage(struct store *st, uint64_t *used, uint64_t *size);
-void store_forget_pages(struct store *st);
 
 /* Writes: fn builds the transaction; it is replayed after map growth.
  * Returns 0, -1, or STORE_PANIC when the database needs a restart. */

@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include "dir_sync.h"
@@ -220,21 +219,6 @@ int store_map_usage(struct store *st, uint64_t *used, uint64_t *size)
 	*used = ((uint64_t)info.me_last_pgno + 1) * stat.ms_psize;
 	*size = info.me_mapsize;
 	return 0;
-}
-
-/* store_forget_pages - after a walk of the whole queue (a count at
- * startup): drop this process's mapping of the map's pages, so that
- * they no longer count in its RSS; they stay in the page cache, and a
- * later read maps what it touches again. Safe under readers: the map is
- * read-only (LMDB writes with pwrite, no MDB_WRITEMAP) */
-void store_forget_pages(struct store *st)
-{
-	MDB_envinfo info;
-
-	pthread_rwlock_rdlock(&st->resize);
-	if (!st->unmapped && mdb_env_info(st->env, &info) == 0 && info.me_mapaddr != NULL)
-		madvise(info.me_mapaddr, info.me_mapsize, MADV_DONTNEED);
-	pthread_rwlock_unlock(&st->resize);
 }
 
 /* store_grow - double the map; only with no transaction of ours open.

@@ -11,6 +11,12 @@
  * trusted. Must never hold a read transaction longer than one call,
  * never write outside store_write(), and never include the history's
  * tables (store_hist.c).
+ *
+ * Over 1,000 lines: the schedule index, its per-peer counts and the
+ * recipient records must change together in one transaction through
+ * static helpers (sched_op, rcount_add) that no other file may call;
+ * splitting the walks of the schedule (store_walk_due and its kin) into a
+ * file of their own is the next step, left for a quieter change.
  */
 #include "config.h"
 

@@ -7,9 +7,8 @@
  * and each one a reload adds (stats_peer, before its threads start); a
  * removed peer's series stay until a restart, its circuit breaker gauge
  * reset to closed. tern_queue_messages is counted once at startup (a
- * scan of the queue, only when metrics_listen is set, whose mapped pages
- * are then dropped from ternd's RSS) and then moved by every change of a
- * message's state, so a scrape never reads the queue;
+ * scan of the queue, only when metrics_listen is set) and then moved by
+ * every change of a message's state, so a scrape never reads the queue;
  * tern_queue_oldest_age_seconds is one LMDB lookup (the oldest queue id)
  * per scrape, tern_notices_waiting one table count, the map gauges one
  * look at LMDB's meta page, the spool gauges one read of the segment
@@ -264,7 +263,6 @@ void stats_start(const struct conf *conf)
 	if (conf->ternd.metrics_listen[0] == '\0')
 		return;
 	store_foreach(ternd.store, count_one, NULL);
-	store_forget_pages(ternd.store);	/* the count's pages: not ternd's RSS */
 	if ((server = metrics_serve(conf->ternd.metrics_listen, err, sizeof(err))) == NULL)
 		log_fatal("%s", err);
 	log_info("metrics on http://%s/metrics", conf->ternd.metrics_listen);
