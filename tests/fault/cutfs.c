@@ -437,14 +437,27 @@ static void chown_caller(const char *path)
 		fprintf(stderr, "cutfs: chown %s: %s\n", path, strerror(errno));
 }
 
-/* c_init - FUSE configuration: no caching that would hide a cut */
+/* c_init - FUSE configuration. The kernel's page cache is never
+ * invalidated behind the writer's back: FUSE drops a file's cached pages
+ * when it is opened (unless kernel_cache), when a getattr reply shows a
+ * new mtime (auto_inval_data, libfuse's default) or a new size (unless
+ * explicit_inval_data), and a page dropped while a pwrite of it is on its
+ * way to us is read again from the old bytes. LMDB reads data.mdb through
+ * a map while it writes it with pwrite, and ternq opens it: those stale
+ * pages made LMDB copy an old page into new transactions, and
+ * power-cut.sh lost acknowledged mail that was never cut (2026-12-02).
+ * Every write goes through this process, and a cut ends the mount, so a
+ * cached page can never hide one. */
 static void *c_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
-	(void)conn;
+	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+	if (conn->capable & FUSE_CAP_EXPLICIT_INVAL_DATA)
+		conn->want |= FUSE_CAP_EXPLICIT_INVAL_DATA;
 	cfg->use_ino = 1;
 	cfg->hard_remove = 1;
 	cfg->direct_io = 0;
-	cfg->kernel_cache = 0;
+	cfg->kernel_cache = 1;
+	cfg->auto_cache = 0;
 	cfg->nullpath_ok = 0;
 	return NULL;
 }
