@@ -963,13 +963,13 @@ int store_walk_due(struct store *st, const char *peer, uint64_t until_us,
 			rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
 			continue;	/* not of this layout */
 		}
+		tail = (const unsigned char *)k.mv_data + plen + 1;
+		if ((at.next_us = be_get(tail, 8)) > until_us)
+			break;	/* nothing more due: the end, even at the bound */
 		if (max > 0 && seen == max) {
 			stop = STORE_DUE_PASS;	/* more to see: pos stays set */
 			break;
 		}
-		tail = (const unsigned char *)k.mv_data + plen + 1;
-		if ((at.next_us = be_get(tail, 8)) > until_us)
-			break;
 		memcpy(at.qid, tail + 8, QID_LEN);
 		at.qid[QID_LEN] = '\0';
 		at.idx = (uint32_t)be_get(tail + 8 + QID_LEN, 4);

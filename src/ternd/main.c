@@ -288,8 +288,9 @@ int main(int argc, char **argv)
 		if ((ternd.store = store_open(path, 0, (size_t)ternd.conf->ternd.queue_map_size, err, sizeof(err))) == NULL)
 			log_fatal("%s", err);
 		if (store_rebuilt(ternd.store) > 0)
-			log_info("queue database: schedule rebuilt for the current layout (%llu "
-				 "recipients)", (unsigned long long)store_rebuilt(ternd.store));
+			log_info("queue database: schedule rebuilt from the recipient records (%llu "
+				 "recipients): an older layout, or per-peer counts that did not add "
+				 "up", (unsigned long long)store_rebuilt(ternd.store));
 	}
 	if ((ternd.spool = spool_open(g->spool_dir, ternd.conf->ternd.segment_size, err,
 				      sizeof(err))) == NULL)

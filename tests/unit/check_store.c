@@ -1758,7 +1758,8 @@ static void walk(struct store_due_pos *pos, size_t max, struct walk *w, int rc,
 /* store_walk_due: at most max entries, then on from where it stood;
  * STORE_DUE_PASS passes over the message's other entries at that time
  * (not those at another); a stop leaves the position before the entry
- * that stopped; the end starts the next walk at the first entry again */
+ * that stopped; the end starts the next walk at the first entry again,
+ * and an entry not due yet is the end even right at the bound */
 START_TEST(test_walk_due)
 {
 	struct q_rcpt r[6];
@@ -1816,6 +1817,13 @@ START_TEST(test_walk_due)
 	ck_assert_int_eq(pos.set, 0);
 	/* without a position: from the first entry, and the bound still holds */
 	walk(NULL, 3, &w, 0, all, 3);
+	/* a bound that falls before an entry not due yet: the end (cleared,
+	 * no immediate scan for "more"), not a stop at the bound */
+	w.l.n = 0;
+	w.l.peer = "pw";
+	ck_assert_int_eq(store_walk_due(st, "pw", 150, &pos, 5, walk_fn, &w), 0);
+	due_check(&w.l, all, 5);
+	ck_assert_int_eq(pos.set, 0);
 }
 END_TEST
 
