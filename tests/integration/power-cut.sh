@@ -25,9 +25,9 @@
 # printed.
 #
 # ternd writes a batch's envelope records and bodies to the spool segment,
-# its write-ahead log, then records the batch in LMDB and only then
-# answers (answering right after the log flush is off);
-# a cut between the two leaves records in the log alone, which recovery
+# its write-ahead log, answers once they are flushed, then records the
+# batch in LMDB; a cut between the two leaves acknowledged mail in the log
+# alone, which recovery
 # replays. The test counts the restarts that replayed some, and fails if
 # none did (the path went untested).
 set -u

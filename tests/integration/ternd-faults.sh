@@ -2,7 +2,9 @@
 # ternd-faults.sh - storage faults on the acceptance path: ENOSPC and EIO
 # from write and fdatasync (spool, the write-ahead log) answer 451 4.3.0,
 # leave nothing half-visible, and lose no acknowledged message; a failed
-# LMDB commit answers 451 too (ternd answers after the database has it);
+# LMDB commit after the 250 is tried again until the message is queued,
+# and if ternd is stopped meanwhile, the next start, on the same fault,
+# starts without it and replays the log once the fault clears;
 # ternd recovers when the fault clears. Last, a queue database whose map
 # cannot grow (mmap fails): ternd stops with a fatal error and recovers at
 # the next start. Faults come from an LD_PRELOAD
@@ -59,16 +61,40 @@ for fault in write=ENOSPC write=EIO fdatasync=EIO fdatasync=ENOSPC fsync=EIO; do
 	done
 done
 
-# The LMDB commit fails: the message was synced in the spool log, but
-# ternd answers only once the queue database has it (answering from the
-# log is off), so the client gets 451 and the message is not queued.
+# The LMDB commit fails after the 250: the message was synced in the
+# spool log, its records not yet in the database. The committer tries the
+# transaction again (once a second) and the message is queued once the
+# fault clears.
 export FAULTFS_DIR_SAVED=$FAULTFS_DIR
 ternd_stop
 FAULTFS_DIR=$top/t/state LD_PRELOAD=$shim ternd_start
 echo "fdatasync=EIO" >"$FAULTFS_CONTROL"
 r=$(send 1000)
-tap_is "LMDB commit fails (fdatasync EIO): 451 4.3.0" "$(cut -c1-9 <<<"$r")" "451 4.3.0"
+tap_like "LMDB commit fails (fdatasync EIO) after the log flush: 250" "$r" '^250 2\.0\.0 '
+acked+=("$(awk '{print $NF}' <<<"$r")")
+# _retrying - the committer said it tries the transaction again
+_retrying() {
+	grep -q '1 acknowledged message only in the spool log: trying again every second' "$TERND_LOG"
+}
+tap_check "... the committer tries the transaction again" wait_until 10 _retrying
+# Stopped meanwhile, the message stays in the log for the next start; that
+# start cannot replay it while the fault lasts, starts anyway, and the
+# running ternd replays the log once the fault clears.
+ternd_stop
+tap_check "... stopped meanwhile: the message is left in the log for the next start" \
+	grep -q '1 acknowledged message left in the spool log for the next start' "$TERND_LOG"
+FAULTFS_DIR=$top/t/state LD_PRELOAD=$shim ternd_start
+tap_is "... started again with the fault on: it starts" "$?" 0
+tap_check "... without the log's mail, and says so" \
+	grep -q 'recovery: the spool log holds acknowledged mail the queue database cannot take yet' "$TERND_LOG"
 : >"$FAULTFS_CONTROL"
+# _in_queue QID - ternq shows the message
+_in_queue() {
+	ternq_ show "$1" >/dev/null 2>&1
+}
+tap_check "... and the message is queued once the fault clears" wait_until 10 _in_queue "${acked[-1]}"
+tap_check "... replayed by the running ternd" \
+	grep -q 'recovery: the spool log is replayed: 1 acknowledged message recorded' "$TERND_LOG"
 expect_ok 1000 "after the LMDB fault clears"
 
 ternd_stop
