@@ -65,6 +65,7 @@ qids() { ternq_ list --json | python3 -c 'import json,sys; [print(json.loads(l)[
 
 # --- 1. postfix: submit and nothing else ---------------------------------------------------
 tap_is "postfix: LMTP delivery works" "$(lmtp_as postfix)" 250
+ternd_sync
 qid=$(qids | head -1)
 tap_like "... the message is queued" "$qid" '^[0-9A-Za-z]+$'
 seg=$(find "$t/spool/seg" -type f | head -1)
@@ -104,6 +105,7 @@ tap_is "the LMTP socket: 0660 tern:postfix" "$(stat -c '%a %U:%G' "$TERND_LMTP")
 # --- 4. nobody: nothing ------------------------------------------------------------------
 tap_is "nobody: LMTP delivery fails" "$(lmtp_as nobody)" ""
 lmtp_as postfix >/dev/null
+ternd_sync
 qid=$(qids | head -1)
 seg=$(find "$t/spool/seg" -type f | head -1)
 denied nobody

@@ -85,6 +85,7 @@ queue_empty() {
 }
 
 swaks --server 127.0.0.1 --port "$TERND_PORT" --from a@example.org --to b@example.com >/dev/null 2>&1
+ternd_sync
 wait_until 10 queue_empty
 tap_check "a message went through ternd to the relay peer" queue_empty
 # an inbound session and a metrics connection held open while the

@@ -125,6 +125,7 @@ ternd_setup "$top/t" || exit 1
 tap_like "installed ternd accepts mail" \
 	"$(swaks --server 127.0.0.1 --port "$TERND_PORT" --from a@example.org --to b@example.com \
 		--body installed 2>&1 | grep '^<-  250 2.0.0 Ok: queued')" '^<-  250 2\.0\.0 Ok: queued as [0-9A-Z]{13}$'
+ternd_sync
 tap_like "installed ternq lists it" "$(ternq_ list)" '-- 1 Kbytes in 1 Request\.'
 rc=0
 ternd_stop || rc=$?

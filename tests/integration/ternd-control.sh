@@ -42,6 +42,7 @@ queue_one() {
 	before=$(ternq_ list --json | sed 's/.*"queue_id":"\([^"]*\)".*/\1/' | sort)
 	swaks --server 127.0.0.1 --port "$TERND_PORT" --from a@example.org --to b@example.com \
 		>/dev/null 2>&1
+	ternd_sync
 	comm -13 <(printf '%s\n' "$before") \
 		<(ternq_ list --json | sed 's/.*"queue_id":"\([^"]*\)".*/\1/' | sort) | head -1
 }

@@ -66,6 +66,7 @@ rss() {
 	awk '/^VmRSS:/ { print $2 }' "/proc/$TERND_PID/status"
 }
 qcount() {
+	ternd_sync
 	ternq_ list --json | wc -l
 }
 
@@ -91,6 +92,7 @@ tap_is "1: 10,000 RCPTs: exactly 1000 accepted, the other 9000 get 452 4.5.3, fr
 tap_is "1: DATA goes on (354)" "$(sed -n 3p <<<"$out")" "data 354"
 tap_like "1: the message is queued, then 221" "$(sed -n 4p <<<"$out")" '^250 2\.0\.0 Ok: queued as [0-9A-Z]{13} 221 '
 mqid=$(sed -n 4p <<<"$out" | awk '{ print $6 }')
+ternd_sync
 tap_is "1: ternq show: one message with 1000 recipients" \
 	"$(ternq_ show "$mqid" --json | python3 -c 'import json,sys; m=json.load(sys.stdin); print(len(m["recipients"]), m["recipients"][0]["address"], m["recipients"][-1]["address"])')" \
 	"1000 r0@example.com r999@example.com"
@@ -133,6 +135,7 @@ tap_is "3: replies in order: EHLO MAIL RCPT 354 250-queued, 500 x3, NOOP, RSET, 
 	"$(cut -c1-3 <<<"$out" | tr '\n' ' ')" "250 250 250 354 250 500 500 500 250 250 221 "
 tap_is "3: the junk gets 500 5.5.x" "$(sed -n 6,8p <<<"$out" | cut -c1-9 | sort -u | tr '\n' ' ')" \
 	"500 5.5.2 "
+ternd_sync
 tap_is "3: the message is queued once" \
 	"$(ternq_ list --json | grep -c '"junk@example.org"')" 1
 

@@ -37,6 +37,7 @@ swaks --server 127.0.0.1 --port "$TERND_PORT" --from a@example.org --to b@exampl
 	--data @"$top/exact.data" >"$top/exact.swaks" 2>&1
 qid=$(sed -n 's/^<-  250 2.0.0 Ok: queued as \([0-9A-Z]*\)$/\1/p' "$top/exact.swaks")
 tap_like "SMTP: 250 2.0.0 Ok: queued as QID" "$qid" '^[0-9A-Z]{13}$'
+ternd_sync
 ternq_ cat "$qid" >"$top/exact.out"
 tap_is "ternq cat: the stored bytes are what was sent, after our Received:" \
 	"$(body_of "$top/exact.out" | od -c)" \
@@ -58,6 +59,7 @@ printf '%s\n' '<<' '> EHLO chunky\r\nMAIL FROM:<a@example.org> BODY=8BITMIME\r\n
 out=$(talk bdat)
 tap_like "BDAT: chunks accepted, LAST queues" "$(sed -n 6p <<<"$out")" '^250 2\.0\.0 Ok: queued as [0-9A-Z]{13}$'
 bqid=$(sed -n 6p <<<"$out" | awk '{print $NF}')
+ternd_sync
 ternq_ cat "$bqid" >"$top/bdat.out"
 tap_is "BDAT: stored content" "$(body_of "$top/bdat.out" | od -c)" \
 	"$(printf 'Subject: b\r\n\r\nbody\r\n' | od -c)"
@@ -142,6 +144,7 @@ wait_until 10 _pf_sent2
 tap_is "Postfix logged one LMTP 250 per recipient, with ternd's queue id" \
 	"$(grep -c 'status=sent (250 2\.0\.0 <x[12]@example\.\(com\|net\)> Ok: queued as [0-9A-Z]\{13\})' "$pf/maillog")" 2
 lqid=$(sed -n 's/.*status=sent (250 2\.0\.0 <x1@example\.com> Ok: queued as \([0-9A-Z]*\)).*/\1/p' "$pf/maillog")
+ternd_sync
 tap_is "ternq show: LMTP message with both recipients" \
 	"$(ternq_ show "$lqid" --json | python3 -c 'import json,sys; m=json.load(sys.stdin); print(m["protocol"], sorted(r["address"] for r in m["recipients"]))')" \
 	"LMTP ['x1@example.com', 'x2@example.net']"
@@ -185,6 +188,7 @@ printf '%s\n' '<<' '> EHLO t\r\nMAIL FROM:<a@example.org>\r\nRCPT TO:<b@example.
 out=$(talk norm)
 nqid=$(sed -n 6p <<<"$out" | awk '{print $NF}')
 tap_like "normalize: accepted" "$(sed -n 6p <<<"$out")" '^250 2\.0\.0 Ok: queued as'
+ternd_sync
 tap_is "normalize: bare LF and CR became CRLF" "$(ternq_ cat "$nqid" | tail -3 | od -c)" \
 	"$(printf '\r\nbare\r\nlf and bare\r\ncr\r\n' | tail -3 | od -c)"
 

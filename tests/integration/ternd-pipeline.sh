@@ -103,6 +103,7 @@ python3 - "$TERND_PORT" "$top/orig" <<-'EOF'
 	        s.sendmail("sender@client.test", ["rcpt%d@%s.test" % (i, peer)], body)
 	s.quit()
 	EOF
+ternd_sync
 tap_is "40 messages are queued" "$(ternq_ list --json | wc -l)" 40
 ternd_stop
 tap_is "ternd stops cleanly" "$?" 0

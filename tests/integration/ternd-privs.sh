@@ -29,6 +29,7 @@ t=$TERND_DIR
 swaks --server 127.0.0.1 --port "$TERND_PORT" --from a@example.org --to b@example.com >/dev/null 2>&1
 swaks --server 127.0.0.1 --port "$TERND_PORT" --from a@example.org --to b@example.com \
 	--body "$(head -c 4000 /dev/zero | tr '\0' x | fold -w 70)" >/dev/null 2>&1
+ternd_sync
 tap_is "two messages queued (one small, one with a file of its own)" "$(ternq_ list --json | wc -l)" 2
 
 # --- 1. users and modes ---------------------------------------------------------------

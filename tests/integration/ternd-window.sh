@@ -142,6 +142,7 @@ python3 - "$TERND_PORT" "$top/orig" $spec <<-'EOF'
 	        s.sendmail("", ["rcpt%d@%s.test" % (i, peer)], body)
 	s.quit()
 	EOF
+ternd_sync
 tap_is "51 messages are queued" "$(ternq_ list --json | wc -l)" 51
 ternd_stop
 tap_is "ternd stops cleanly" "$?" 0

@@ -23,6 +23,7 @@ unset TERND_PEERS
 send() {
 	swaks --server 127.0.0.1 --port "$TERND_PORT" --from "$1" --to "$2" 2>&1 |
 		sed -n 's/.*Ok: queued as \([0-9A-Z]*\).*/\1/p'
+	ternd_sync
 }
 active=$(send a@x.org u1@park.example)
 held=$(send b@x.org u2@park.example)

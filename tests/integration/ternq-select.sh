@@ -31,6 +31,7 @@ send() {
 	to=$(IFS=,; echo "$*")
 	swaks --server 127.0.0.1 --port "$TERND_PORT" --from "$from" --to "$to" 2>&1 |
 		sed -n 's/.*Ok: queued as \([0-9A-Z]*\).*/\1/p'
+	ternd_sync
 }
 m1=$(send s1@x.org u1@a.example)
 m2=$(send s2@x.org u2@b.example)

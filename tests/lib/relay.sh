@@ -72,6 +72,7 @@ send() {
 	swaks --server 127.0.0.1 --port "$TERND_PORT" --from "$from" --to "$to" "$@" \
 		>"$top/$name.swaks" 2>&1
 	sed -n 's/^<-  250 2.0.0 Ok: queued as \([0-9A-Z]*\)$/\1/p' "$top/$name.swaks"
+	ternd_sync
 }
 
 # rcpt_json QID FIELD - a field of the message's first recipient (ternq show --json)

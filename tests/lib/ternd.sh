@@ -104,6 +104,17 @@ ternq_() {
 	"$_ternq_bin" -c "$TERND_CONF" "$@"
 }
 
+# ternd_sync - return once the queue database holds every message ternd
+# has acknowledged so far. ternd answers 250 after the spool log's flush
+# and records the message in LMDB a few milliseconds later; a queue
+# operation (here a hold of an id no message has) goes through the
+# committer behind those records and is answered after their commit, so
+# its answer is a barrier. Call it between a 250 and a ternq query.
+ternd_sync() {
+	ternq_ hold 0000000000000 >/dev/null 2>&1
+	return 0
+}
+
 # ternd_drained - the queue is empty
 ternd_drained() {
 	[ "$(ternq_ list --json | wc -l)" -eq 0 ]
