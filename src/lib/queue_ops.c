@@ -79,6 +79,54 @@ int queue_state(const struct q_msg *m, const struct q_rcpt *rcpts, size_t n)
 	return QSTATE_QUEUED;
 }
 
+/* The queue database's names of the per-state counts, by enum queue_state */
+static const char *const count_name[QSTATE_N] = {"msgs_queued", "msgs_deferred", "msgs_held"};
+
+/* queue_count_move - a message goes from state was to state now in this
+ * transaction (QSTATE_GONE: not in the queue before, or no longer) */
+int queue_count_move(struct store_txn *txn, int was, int now)
+{
+	int rc = 0;
+
+	if (was == now)
+		return 0;
+	if (was >= 0 && was < QSTATE_N)
+		rc = store_add_meta(txn, count_name[was], -1);
+	if (rc == 0 && now >= 0 && now < QSTATE_N)
+		rc = store_add_meta(txn, count_name[now], 1);
+	return rc;
+}
+
+/* queue_counts_get - the per-state counts; 0 if they add up to the
+ * messages in the queue, 1 if they do not (never written: a queue of an
+ * older ternd; or a record that failed validation since, which no state
+ * counts), -1 on an error */
+int queue_counts_get(struct store *st, uint64_t n[QSTATE_N])
+{
+	uint64_t sum = 0, total = 0;
+
+	for (int i = 0; i < QSTATE_N; i++) {
+		if (store_get_meta(st, count_name[i], &n[i]) < 0)
+			return -1;
+		sum += n[i];
+	}
+	if (store_count(st, &total) < 0)
+		return -1;
+	return sum == total ? 0 : 1;
+}
+
+/* queue_counts_put - set the per-state counts to arg's (uint64_t
+ * [QSTATE_N]), as counted by a walk of the queue */
+int queue_counts_put(struct store_txn *txn, void *arg)
+{
+	const uint64_t *n = arg;
+	int rc = 0;
+
+	for (int i = 0; i < QSTATE_N && rc == 0; i++)
+		rc = store_put_meta(txn, count_name[i], n[i]);
+	return rc;
+}
+
 /* op_delete - forget a message; note the files to remove after commit */
 static int op_delete(struct store_txn *txn, struct queue_op_arg *a, const struct q_msg *m)
 {
@@ -229,6 +277,8 @@ int queue_op_write(struct store_txn *txn, void *arg)
 		break;	/* refused above */
 	}
 	a->now = a->op == QOP_DELETE || a->damaged ? QSTATE_GONE : queue_state(&m, rcpts, n);
+	if (rc == 0)
+		rc = queue_count_move(txn, a->was, a->now);
 	q_rcpts_free(&rcpts, n);
 	q_msg_clear(&m);
 	return rc;

@@ -42,6 +42,13 @@ struct queue_op_arg {
 /* a message's state as tern_queue_messages{state} counts it */
 enum queue_state { QSTATE_GONE = -1, QSTATE_QUEUED, QSTATE_DEFERRED, QSTATE_HOLD };
 int queue_state(const struct q_msg *m, const struct q_rcpt *rcpts, size_t n);
+/* The queue database counts messages per state, moved in the transaction
+ * that moves a message (every write that can change one calls
+ * queue_count_move), so that tern_queue_messages starts without a walk. */
+#define QSTATE_N 3
+int queue_count_move(struct store_txn *txn, int was, int now);
+int queue_counts_get(struct store *st, uint64_t n[QSTATE_N]);
+int queue_counts_put(struct store_txn *txn, void *arg);
 
 void queue_envelope(char *out, size_t len, const struct q_msg *m, const struct q_rcpt *r, size_t n);
 int queue_op_parse(const char *name, enum queue_op *op);

@@ -62,6 +62,7 @@ int store_del_msg(struct store_txn *txn, const char *qid);
 int store_put_seg(struct store_txn *txn, const struct store_seg *seg);
 int store_del_seg(struct store_txn *txn, uint64_t id);
 int store_put_meta(struct store_txn *txn, const char *name, uint64_t value);
+int store_add_meta(struct store_txn *txn, const char *name, int64_t delta);
 int store_put_tls(struct store_txn *txn, const char *key, const void *blob, size_t len);
 /* Notifications (DSNs) to queue: written with the bounce they report. */
 #define STORE_NOTICE_ID_MAX 64

@@ -629,6 +629,22 @@ int store_put_meta(struct store_txn *t, const char *name, uint64_t value)
 	return store_kv_put(t, t->st->meta, name, strlen(name), val, sizeof(val));
 }
 
+/* store_add_meta - move a named counter by delta in this transaction;
+ * never below 0 */
+int store_add_meta(struct store_txn *t, const char *name, int64_t delta)
+{
+	MDB_val k = {strlen(name), (void *)name}, v;
+	uint64_t c = 0;
+	int rc;
+
+	if ((rc = mdb_get(t->txn, t->st->meta, &k, &v)) == 0 && v.mv_size == 8)
+		c = be_get(v.mv_data, 8);
+	else if (rc != 0 && rc != MDB_NOTFOUND)
+		return rc;
+	c = delta < 0 && (uint64_t)-delta > c ? 0 : c + (uint64_t)delta;
+	return store_put_meta(t, name, c);
+}
+
 /* store_get_meta - a named counter; 0 if never set */
 int store_get_meta(struct store *st, const char *name, uint64_t *value)
 {

@@ -194,6 +194,10 @@ static int apply_result(struct store_txn *txn, void *arg)
 		return rc;
 	res->after = res->msg.nlive > 0 ? queue_state(&res->msg, res->rcpts, res->nrcpts)
 		: QSTATE_GONE;
+	/* to its state with these outcomes; the delete below moves it on */
+	if ((rc = queue_count_move(txn, res->was, queue_state(&res->msg, res->rcpts,
+							      res->nrcpts))) != 0)
+		return rc;
 	if (res->msg.nlive > 0)
 		return store_put_msg(txn, &res->msg);
 	/* The last recipient is final: the message leaves the queue. */

@@ -6,8 +6,9 @@
  * Peers are the label values of the configuration: those read at startup,
  * and each one a reload adds (stats_peer, before its threads start); a
  * removed peer's series stay until a restart, its circuit breaker gauge
- * reset to closed. tern_queue_messages is counted once at startup (a
- * scan of the queue, only when metrics_listen is set) and then moved by
+ * reset to closed. tern_queue_messages starts from the queue database's
+ * per-state counts (queue_count_move; a walk of the queue rebuilds them
+ * when they do not add up to the messages in it) and is then moved by
  * every change of a message's state, so a scrape never reads the queue;
  * tern_queue_oldest_age_seconds is one LMDB lookup (the oldest queue id)
  * per scrape, tern_notices_waiting one table count, the map gauges one
@@ -20,6 +21,8 @@
  * (smtp_esc_label), so they stay fewer than 150 per peer.
  */
 #include "config.h"
+
+#include <string.h>
 
 #include "compact.h"
 #include "conn.h"
@@ -129,12 +132,39 @@ static void queue_rcpts(struct metric *m, void *arg)
 		metric_set(m, stats_peer_rcpts(conf->peers[p].name), conf->peers[p].name);
 }
 
-/* count_one - startup: one message into tern_queue_messages */
+/* count_one - a message into its state's count */
 static int count_one(const struct q_msg *m, const struct q_rcpt *rcpts, size_t n, void *arg)
 {
-	(void)arg;
-	metric_gauge_add(stats.queue, 1, queue_states[queue_state(m, rcpts, n)]);
+	uint64_t *counts = arg;
+
+	counts[queue_state(m, rcpts, n)]++;
 	return 0;
+}
+
+/* queue_counts - startup: tern_queue_messages from the queue database's
+ * counts; from a walk of the queue if they do not add up, written back */
+static void queue_counts(void)
+{
+	uint64_t n[QSTATE_N] = {0};
+	char err[256];
+	int rc;
+
+	if ((rc = queue_counts_get(ternd.store, n)) != 0) {
+		memset(n, 0, sizeof(n));
+		if (store_foreach(ternd.store, count_one, n) < 0)
+			log_fatal("queue database: cannot count the messages in the queue");
+		if (store_write(ternd.store, queue_counts_put, n, err, sizeof(err)) < 0)
+			log_warning("queue database: cannot record the counts of messages per "
+				    "state: %s; they are counted again at the next start", err);
+		else if (rc == 1)
+			log_info("queue database: counts of messages per state rebuilt (%llu "
+				 "queued, %llu deferred, %llu held): an older layout, or counts "
+				 "that did not add up", (unsigned long long)n[QSTATE_QUEUED],
+				 (unsigned long long)n[QSTATE_DEFERRED],
+				 (unsigned long long)n[QSTATE_HOLD]);
+	}
+	for (int i = 0; i < QSTATE_N; i++)
+		metric_gauge_add(stats.queue, (int64_t)n[i], queue_states[i]);
 }
 
 static const char *const delivery_status[] = {"sent", "deferred", "bounced", "expired"};
@@ -262,7 +292,7 @@ void stats_start(const struct conf *conf)
 
 	if (conf->ternd.metrics_listen[0] == '\0')
 		return;
-	store_foreach(ternd.store, count_one, NULL);
+	queue_counts();
 	if ((server = metrics_serve(conf->ternd.metrics_listen, err, sizeof(err))) == NULL)
 		log_fatal("%s", err);
 	log_info("metrics on http://%s/metrics", conf->ternd.metrics_listen);

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "queue_ops.h"
 #include "ternd.h"
 #include "wal.h"
 #include "xalloc.h"
@@ -231,7 +232,8 @@ static int apply_rec(struct store_txn *txn, const struct wal_rec *r, uint64_t se
 		m.seg_id = seg_id;
 		m.offset = body_at;
 	}
-	if ((rc = store_add_msg(txn, &m)) != 0)
+	if ((rc = store_add_msg(txn, &m)) != 0
+	    || (rc = queue_count_move(txn, QSTATE_GONE, QSTATE_QUEUED)) != 0)
 		return rc;
 	for (size_t i = 0; i < r->nrcpts; i++)
 		if ((rc = store_put_rcpt(txn, m.qid, &r->rcpts[i])) != 0)

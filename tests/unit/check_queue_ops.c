@@ -1,8 +1,8 @@
 /*
  * check_queue_ops - hold, release, delete and retry against a real
  * store and spool in a mkdtemp() directory: the records changed, the
- * schedule kept in step, the files a delete frees (and only those), and
- * unknown queue ids.
+ * schedule kept in step, the files a delete frees (and only those),
+ * unknown queue ids, and the per-state counts of messages.
  */
 #include "config.h"
 
@@ -714,6 +714,79 @@ START_TEST(test_hold_damaged)
 }
 END_TEST
 
+/* counted_fn - a message and its recipients, counted as ternd's
+ * acceptance counts one (wal.c) */
+static int counted_fn(struct store_txn *t, void *arg)
+{
+	const struct q_msg *m = arg;
+	int rc;
+
+	if ((rc = put_fn(t, arg)) != 0)
+		return rc;
+	return queue_count_move(t, QSTATE_GONE,
+				queue_state(m, rcpts, N_ELEMENTS(rcpts)));
+}
+
+/* walk_fn - a message into its state's count */
+static int walk_fn(const struct q_msg *m, const struct q_rcpt *r, size_t n, void *arg)
+{
+	((uint64_t *)arg)[queue_state(m, r, n)]++;
+	return 0;
+}
+
+/* counts_expect - the stored counts add up, and are a walk's, and these */
+static void counts_expect(uint64_t queued, uint64_t deferred, uint64_t held)
+{
+	uint64_t got[QSTATE_N], walked[QSTATE_N] = {0};
+
+	ck_assert_int_eq(queue_counts_get(st, got), 0);
+	ck_assert_int_eq(store_foreach(st, walk_fn, walked), 0);
+	for (int i = 0; i < QSTATE_N; i++)
+		ck_assert_uint_eq(got[i], walked[i]);
+	ck_assert_uint_eq(got[QSTATE_QUEUED], queued);
+	ck_assert_uint_eq(got[QSTATE_DEFERRED], deferred);
+	ck_assert_uint_eq(got[QSTATE_HOLD], held);
+}
+
+/* The per-state counts move with every operation, in its transaction;
+ * a queue written without them (an older ternd) does not add up until
+ * rebuilt */
+START_TEST(test_counts)
+{
+	struct queue_op_arg a;
+	struct q_msg m;
+	uint64_t n[QSTATE_N];
+	char err[256] = "";
+
+	counts_expect(0, 0, 0);	/* none written, none queued: they add up */
+	msg_init(&m, QA, 0, 1);
+	ck_assert_msg(store_write(st, counted_fn, &m, err, sizeof(err)) == 0, "%s", err);
+	msg_init(&m, QB, 0, 1);
+	ck_assert_msg(store_write(st, counted_fn, &m, err, sizeof(err)) == 0, "%s", err);
+	counts_expect(0, 2, 0);	/* rcpts[2] is deferred */
+	run(QOP_HOLD, QA, 0, &a);
+	counts_expect(0, 1, 1);
+	run(QOP_HOLD, QA, 0, &a);	/* held already: no move */
+	counts_expect(0, 1, 1);
+	run(QOP_RETRY, QB, 10, &a);
+	counts_expect(0, 1, 1);
+	run(QOP_RELEASE, QA, 20, &a);
+	counts_expect(0, 2, 0);
+	run(QOP_DELETE, QB, 0, &a);
+	counts_expect(0, 1, 0);
+	run(QOP_DELETE, QB, 0, &a);	/* gone already */
+	counts_expect(0, 1, 0);
+	add_msg(QC, 0, 1);		/* not counted, as by an older ternd */
+	ck_assert_int_eq(queue_counts_get(st, n), 1);
+	n[QSTATE_DEFERRED] = 2;
+	ck_assert_msg(store_write(st, queue_counts_put, n, err, sizeof(err)) == 0, "%s", err);
+	counts_expect(0, 2, 0);
+	run(QOP_DELETE, QA, 0, &a);
+	run(QOP_DELETE, QC, 0, &a);
+	counts_expect(0, 0, 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("queue_ops");
@@ -732,6 +805,7 @@ int main(void)
 	tcase_add_test(tc, test_expire_refused);
 	tcase_add_test(tc, test_done);
 	tcase_add_test(tc, test_hold_damaged);
+	tcase_add_test(tc, test_counts);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	tcase_add_loop_test(parse, test_parse, 0, N_ELEMENTS(parse_cases));
