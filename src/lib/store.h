@@ -3,8 +3,9 @@
  * lmdb.h (CONVENTIONS.md; tests/lmdb-include.sh checks it): everything
  * else sees messages, recipients, segments, the schedule and the
  * history through these functions. Its files: store_lmdb.c (the LMDB
- * discipline below), store_queue.c (the queue records), store_hist.c
- * (the history), sharing store_priv.h, which lists the tables.
+ * discipline below), store_queue.c (the queue records), store_sched.c
+ * (the reads of the schedule), store_hist.c (the history), sharing
+ * store_priv.h, which lists the tables.
  *
  * LMDB's caveats are this module's rules: one write transaction at a
  * time (ternd's committer thread, or ternq when ternd is not running),

@@ -1,8 +1,9 @@
 /*
  * store_priv - what the store's own files share, and nothing else may
  * include: store_lmdb.c (the LMDB discipline), store_queue.c (the queue
- * records), store_hist.c (the delivery history) and store_journal.c (the
- * milter's journal, an environment of its own). Everything else sees
+ * records), store_sched.c (the reads of the schedule), store_hist.c (the
+ * delivery history) and store_journal.c (the milter's journal, an
+ * environment of its own). Everything else sees
  * store.h and store_journal.h; only these files include lmdb.h
  * (tests/lmdb-include.sh checks it).
  *
@@ -29,7 +30,8 @@
  *   notice id -> flags(1) . rcpt len(be16) . rcpt . body: a non-delivery
  *          notification written with the bounce it reports, until it is
  *          queued as a message
- * The first seven are store_queue.c's, hist, hidx and hpend store_hist.c's.
+ * The first seven are store_queue.c's (store_sched.c reads sched and rcount),
+ * hist, hidx and hpend store_hist.c's.
  * Layout 1 keyed sched by next_us first, layout 2 had no rcount; a
  * read-write open rebuilds both from the recipient records of such a
  * queue (store_open, store_queue_layout). A read-only open of a queue
