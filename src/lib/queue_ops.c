@@ -82,18 +82,18 @@ int queue_state(const struct q_msg *m, const struct q_rcpt *rcpts, size_t n)
 /* The queue database's names of the per-state counts, by enum queue_state */
 static const char *const count_name[QSTATE_N] = {"msgs_queued", "msgs_deferred", "msgs_held"};
 
-/* queue_count_move - a message goes from state was to state now in this
+/* queue_count_move - n messages go from state was to state now in this
  * transaction (QSTATE_GONE: not in the queue before, or no longer) */
-int queue_count_move(struct store_txn *txn, int was, int now)
+int queue_count_move(struct store_txn *txn, int was, int now, size_t n)
 {
 	int rc = 0;
 
-	if (was == now)
+	if (was == now || n == 0)
 		return 0;
 	if (was >= 0 && was < QSTATE_N)
-		rc = store_add_meta(txn, count_name[was], -1);
+		rc = store_add_meta(txn, count_name[was], -(int64_t)n);
 	if (rc == 0 && now >= 0 && now < QSTATE_N)
-		rc = store_add_meta(txn, count_name[now], 1);
+		rc = store_add_meta(txn, count_name[now], (int64_t)n);
 	return rc;
 }
 
@@ -278,7 +278,7 @@ int queue_op_write(struct store_txn *txn, void *arg)
 	}
 	a->now = a->op == QOP_DELETE || a->damaged ? QSTATE_GONE : queue_state(&m, rcpts, n);
 	if (rc == 0)
-		rc = queue_count_move(txn, a->was, a->now);
+		rc = queue_count_move(txn, a->was, a->now, 1);
 	q_rcpts_free(&rcpts, n);
 	q_msg_clear(&m);
 	return rc;

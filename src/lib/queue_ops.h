@@ -46,7 +46,7 @@ int queue_state(const struct q_msg *m, const struct q_rcpt *rcpts, size_t n);
  * that moves a message (every write that can change one calls
  * queue_count_move), so that tern_queue_messages starts without a walk. */
 #define QSTATE_N 3
-int queue_count_move(struct store_txn *txn, int was, int now);
+int queue_count_move(struct store_txn *txn, int was, int now, size_t n);
 int queue_counts_get(struct store *st, uint64_t n[QSTATE_N]);
 int queue_counts_put(struct store_txn *txn, void *arg);
 

@@ -116,6 +116,30 @@ static int live(uint8_t state)
 	return state == RCPT_QUEUED || state == RCPT_DEFERRED;
 }
 
+/* counter_add - move the big-endian 64-bit count at key in dbi by delta,
+ * never below 0; one that reaches 0 is deleted when drop_zero */
+static int counter_add(struct store_txn *t, MDB_dbi dbi, const void *key, size_t klen,
+		       int64_t delta, int drop_zero)
+{
+	MDB_val k = {klen, (void *)key}, v;
+	unsigned char buf[8];
+	uint64_t c = 0;
+	int rc;
+
+	rc = mdb_get(t->txn, dbi, &k, &v);
+	if (rc == 0 && v.mv_size == 8)
+		c = be_get(v.mv_data, 8);
+	else if (rc != 0 && rc != MDB_NOTFOUND)
+		return rc;
+	if (delta < 0 && c == 0)
+		return 0;	/* never below 0 */
+	c = delta < 0 && (uint64_t)-delta > c ? 0 : c + (uint64_t)delta;
+	if (c == 0 && drop_zero)
+		return store_kv_del(t, dbi, key, klen);
+	be_put(buf, c, 8);
+	return store_kv_put(t, dbi, key, klen, buf, sizeof(buf));
+}
+
 /* rcount_add - move a peer's count of schedule entries by delta (+1 or
  * -1); a count that reaches 0 is deleted. The key is the name with its
  * NUL (a peer may be named ""); EINVAL if it cannot be made (as for the
@@ -123,24 +147,10 @@ static int live(uint8_t state)
 static int rcount_add(struct store_txn *t, const char *peer, int delta)
 {
 	size_t n = strlen(peer) + 1;
-	MDB_val k = {n, (void *)peer}, v;
-	unsigned char buf[8];
-	uint64_t c = 0;
-	int rc;
 
 	if (n > SCHED_PEER_MAX + 1)
 		return EINVAL;
-	rc = mdb_get(t->txn, t->st->rcount, &k, &v);
-	if (rc == 0 && v.mv_size == 8)
-		c = be_get(v.mv_data, 8);
-	else if (rc != 0 && rc != MDB_NOTFOUND)
-		return rc;
-	if (delta < 0 && c == 0)
-		return 0;	/* never below 0 */
-	if ((c += (uint64_t)(int64_t)delta) == 0)
-		return store_kv_del(t, t->st->rcount, peer, n);
-	be_put(buf, c, 8);
-	return store_kv_put(t, t->st->rcount, peer, n, buf, sizeof(buf));
+	return counter_add(t, t->st->rcount, peer, n, delta, 1);
 }
 
 /* sched_op - add (or delete) the schedule entry of a recipient record,
@@ -622,16 +632,7 @@ int store_put_meta(struct store_txn *t, const char *name, uint64_t value)
  * never below 0 */
 int store_add_meta(struct store_txn *t, const char *name, int64_t delta)
 {
-	MDB_val k = {strlen(name), (void *)name}, v;
-	uint64_t c = 0;
-	int rc;
-
-	if ((rc = mdb_get(t->txn, t->st->meta, &k, &v)) == 0 && v.mv_size == 8)
-		c = be_get(v.mv_data, 8);
-	else if (rc != 0 && rc != MDB_NOTFOUND)
-		return rc;
-	c = delta < 0 && (uint64_t)-delta > c ? 0 : c + (uint64_t)delta;
-	return store_put_meta(t, name, c);
+	return counter_add(t, t->st->meta, name, strlen(name), delta, 0);
 }
 
 /* store_get_meta - a named counter; 0 if never set */

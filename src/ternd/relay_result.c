@@ -196,7 +196,7 @@ static int apply_result(struct store_txn *txn, void *arg)
 		: QSTATE_GONE;
 	/* to its state with these outcomes; the delete below moves it on */
 	if ((rc = queue_count_move(txn, res->was, queue_state(&res->msg, res->rcpts,
-							      res->nrcpts))) != 0)
+							      res->nrcpts), 1)) != 0)
 		return rc;
 	if (res->msg.nlive > 0)
 		return store_put_msg(txn, &res->msg);

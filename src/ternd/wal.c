@@ -232,8 +232,7 @@ static int apply_rec(struct store_txn *txn, const struct wal_rec *r, uint64_t se
 		m.seg_id = seg_id;
 		m.offset = body_at;
 	}
-	if ((rc = store_add_msg(txn, &m)) != 0
-	    || (rc = queue_count_move(txn, QSTATE_GONE, QSTATE_QUEUED)) != 0)
+	if ((rc = store_add_msg(txn, &m)) != 0)
 		return rc;
 	for (size_t i = 0; i < r->nrcpts; i++)
 		if ((rc = store_put_rcpt(txn, m.qid, &r->rcpts[i])) != 0)
@@ -251,13 +250,18 @@ static int apply_rec(struct store_txn *txn, const struct wal_rec *r, uint64_t se
 int wal_apply(struct store_txn *txn, const struct wal_batch *w, uint64_t seg_id,
 	      uint64_t *last_qid)
 {
+	size_t added = 0;
 	int rc;
 
-	for (size_t i = 0; i < w->n; i++)
-		if (!(w->recs[i].flags & WAL_FILL)
-		    && (rc = apply_rec(txn, &w->recs[i], seg_id, w->pos[i].body_at, last_qid)) != 0)
+	for (size_t i = 0; i < w->n; i++) {
+		if (w->recs[i].flags & WAL_FILL)
+			continue;
+		if ((rc = apply_rec(txn, &w->recs[i], seg_id, w->pos[i].body_at, last_qid)) != 0)
 			return rc;
-	return 0;
+		added++;
+	}
+	/* new messages are queued: one move of the count for the batch */
+	return queue_count_move(txn, QSTATE_GONE, QSTATE_QUEUED, added);
 }
 
 /* mark_closed - a given-up segment: closed, nothing past its length replayed */
@@ -366,7 +370,8 @@ static int replay_write(struct store_txn *txn, void *arg)
 		if (rc == STORE_DAMAGED)
 			rc = 0;	/* there, if damaged: recovery holds it */
 		if (rc == 1 && (r.flags & WAL_REPLAY)) {
-			if ((rc = apply_rec(txn, &r, p->id, pos + len, &last_qid)) != 0) {
+			if ((rc = apply_rec(txn, &r, p->id, pos + len, &last_qid)) != 0
+			    || (rc = queue_count_move(txn, QSTATE_GONE, QSTATE_QUEUED, 1)) != 0) {
 				wal_rec_clear(&r);
 				close(fd);
 				return rc;

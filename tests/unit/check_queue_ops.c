@@ -724,7 +724,7 @@ static int counted_fn(struct store_txn *t, void *arg)
 	if ((rc = put_fn(t, arg)) != 0)
 		return rc;
 	return queue_count_move(t, QSTATE_GONE,
-				queue_state(m, rcpts, N_ELEMENTS(rcpts)));
+				queue_state(m, rcpts, N_ELEMENTS(rcpts)), 1);
 }
 
 /* walk_fn - a message into its state's count */
