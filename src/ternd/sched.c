@@ -380,11 +380,13 @@ void sched_release(struct attempt *a)
 
 /* sched_requeue - none of the attempt's replies was read before the
  * connection died: its job goes back to the front of the peer's queue,
- * still busy, to be sent again at once on a new connection */
+ * still busy, to be sent again at once on a new connection; the log says
+ * whether its commands had been written (t0) or it was only loaded */
 void sched_requeue(struct attempt *a)
 {
 	struct peer_rt *rt = a->home;
 	char qid[QID_LEN + 1];
+	int written = a->t0 != 0;
 
 	memcpy(qid, a->qid, QID_LEN + 1);
 	if (relay_stopping()) {
@@ -393,7 +395,10 @@ void sched_requeue(struct attempt *a)
 	}
 	a->home = NULL;
 	sched_release(a);
-	log_info("%s: connection lost before its replies: sent again", qid);
+	if (written)
+		log_info("%s: connection lost before its replies: sent again", qid);
+	else
+		log_info("%s: connection lost before it was written: tried again at once", qid);
 	pthread_mutex_lock(&rt->lock);
 	jobq_requeue(&rt->q, qid);
 	pthread_cond_signal(&rt->ready);

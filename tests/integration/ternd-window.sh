@@ -31,6 +31,10 @@
 #        it is deferred "may be delivered twice" and arrives twice; the 3
 #        behind it are sent again at once; the other 7 arrive once; 4
 #        possible duplicates logged
+#      - the same drop with max_pipeline_bytes = 12000 (2 in flight): the
+#        one written behind it is sent again, and the one loaded but held
+#        back by the byte bound is logged as never written, not as sent
+#        again
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib/tap.sh"
@@ -41,12 +45,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 command -v python3 >/dev/null || tap_skip_all "python3 not installed"
 top=$(tap_tmpdir)
 
-peers_all="depth one bytes rcpt bdat r421 drop"
+peers_all="depth one bytes rcpt bdat r421 drop dropb"
 declare -A port count
 for s in $peers_all; do
 	port[$s]=$(free_port)
 done
-count=([depth]=10 [one]=4 [bytes]=9 [rcpt]=6 [bdat]=6 [r421]=8 [drop]=8)
+count=([depth]=10 [one]=4 [bytes]=9 [rcpt]=6 [bdat]=6 [r421]=8 [drop]=8 [dropb]=6)
 
 # peers WITH_HOSTS - the [peer] sections (no host: mail stays queued) and routes
 peers() {
@@ -55,7 +59,7 @@ peers() {
 		printf '%s\n' "[peer $s]" "tls = none" "max_connections = 1" "min_idle = 0"
 		case $s in
 		one) echo "max_pipeline_depth = 1" ;;
-		bytes) echo "max_pipeline_bytes = 12000" ;;
+		bytes | dropb) echo "max_pipeline_bytes = 12000" ;;
 		*) echo "max_pipeline_depth = 4" ;;
 		esac
 		[ "$1" = yes ] && printf '%s\n' "host = [127.0.0.1]" "port = ${port[$s]}"
@@ -143,7 +147,7 @@ python3 - "$TERND_PORT" "$top/orig" $spec <<-'EOF'
 	s.quit()
 	EOF
 ternd_sync
-tap_is "51 messages are queued" "$(ternq_ list --json | wc -l)" 51
+tap_is "57 messages are queued" "$(ternq_ list --json | wc -l)" 57
 ternd_stop
 tap_is "ternd stops cleanly" "$?" 0
 
@@ -156,6 +160,7 @@ recorder_start rcpt --fail "3:rcpt:550 5.1.1 <rcpt@rcpt.test>: Recipient address
 recorder_start bdat --fail "3:bdat:451 4.3.0 Error: try again later"
 recorder_start r421 --fail "3:mail:421 4.3.2 Service shutting down"
 recorder_start drop --fail "3:drop"
+recorder_start dropb --fail "3:drop"
 
 TERND_PEERS=$(peers yes)
 ternd_setup "$top/t" "min_backoff = 2s" "max_backoff = 4s" || exit 1
@@ -228,7 +233,18 @@ tap_is "3: drop: 4 possible duplicates logged: 1 deferred, 3 sent again" \
 tap_is "3: drop: 8 logged sent" "$(status drop sent)" 8
 tap_is "3: drop: every message arrived, only the one whose final reply was lost twice" \
 	"$(intact drop)" "9 8"
+tap_is "3: drop, 2 in flight: that message deferred, its final reply lost" \
+	"$(nlog ": $q: to=<rcpt[0-9]+@dropb\\.test>, .*status=deferred \\(lost connection .*\\(the message may be delivered twice\\)\\), tls=none$")" 1
+tap_is "3: drop, 2 in flight: the one written behind it sent again at once" \
+	"$(nlog_peer dropb "connection lost before its replies: sent again$")" 1
+tap_is "3: drop, 2 in flight: the one held back by the byte bound logged as never written" \
+	"$(nlog_peer dropb "connection lost before it was written: tried again at once$")" 1
+tap_is "3: drop, 2 in flight: 2 possible duplicates logged: 1 deferred, 1 sent again" \
+	"$(nlog_peer dropb "possible duplicate: .*; deferred$") $(nlog_peer dropb "possible duplicate: .*; sent again at once$")" "1 1"
+tap_is "3: drop, 2 in flight: 6 logged sent" "$(status dropb sent)" 6
+tap_is "3: drop, 2 in flight: every message arrived, only the one whose final reply was lost twice" \
+	"$(intact dropb)" "7 6"
 tap_is "3: no possible duplicate elsewhere" \
-	"$(nlog ': possible duplicate: ')" 7
+	"$(nlog ': possible duplicate: ')" 9
 tap_check "no sanitizer reports" ternd_sanitizer_clean
 tap_done
