@@ -302,3 +302,59 @@ void trace_key_free(struct trace_key **key)
 		*key = NULL;
 	}
 }
+
+/* key_dup - a copy of a key, in its own secure memory; NULL for NULL or
+ * when none can be allocated */
+static struct trace_key *key_dup(const struct trace_key *k)
+{
+	struct trace_key *c;
+
+	if (k == NULL || (c = sodium_malloc(sizeof(*c))) == NULL)
+		return NULL;
+	memcpy(c->bytes, k->bytes, sizeof(c->bytes));
+	sodium_mprotect_readonly(c);
+	return c;
+}
+
+/*
+ * trace_keys_load - read path into keys->cur; keys->prev is a copy of the
+ * key was->cur held when the file changed since (or of was->prev when it
+ * did not), so that one rotation keeps the key before it; was may be NULL
+ * (a start). 1 when the key changed from was->cur, 0 when it did not or
+ * was holds none, -1 with err set and keys left empty.
+ */
+int trace_keys_load(struct trace_keys *keys, const struct trace_keys *was, const char *path,
+		    char *err, size_t errlen)
+{
+	const struct trace_key *prev = NULL;
+	int changed = 0;
+
+	keys->cur = keys->prev = NULL;
+	if ((keys->cur = trace_key_load(path, err, errlen)) == NULL)
+		return -1;
+	if (was && was->cur) {
+		changed = sodium_memcmp(was->cur->bytes, keys->cur->bytes, TRACE_KEY_BYTES) != 0;
+		prev = changed ? was->cur : was->prev;
+	}
+	if (prev && (keys->prev = key_dup(prev)) == NULL) {
+		snprintf(err, errlen, "%s: cannot allocate secure memory", path);
+		trace_key_free(&keys->cur);
+		return -1;
+	}
+	return changed;
+}
+
+/* trace_keys_verify - does sig sign tpvalue and msgid under either key */
+int trace_keys_verify(const struct trace_keys *keys, const char *tpvalue, const char *msgid,
+		      size_t msgid_len, const char *sig)
+{
+	return (keys->cur && trace_verify(keys->cur, tpvalue, msgid, msgid_len, sig))
+		|| (keys->prev && trace_verify(keys->prev, tpvalue, msgid, msgid_len, sig));
+}
+
+/* trace_keys_free - wipe and release both keys */
+void trace_keys_free(struct trace_keys *keys)
+{
+	trace_key_free(&keys->cur);
+	trace_key_free(&keys->prev);
+}

@@ -11,6 +11,10 @@
  * Tracestate; any other tern= value (the unversioned one of tern before
  * 2, which signed the Traceparent alone) reads as no signature. Keys live
  * in sodium_malloc()ed memory.
+ *
+ * A node verifies with trace_keys: the key it signs with and the one the
+ * last change of key replaced, so that a message signed before a key
+ * rotation, still on its way, verifies after it.
  */
 #ifndef TERN_TRACEPARENT_H
 #define TERN_TRACEPARENT_H
@@ -52,5 +56,17 @@ int trace_verify(const struct trace_key *key, const char *tpvalue, const char *m
 struct trace_key *trace_key_load(const char *path, char *err, size_t errlen);
 int trace_key_create(const char *path, char *err, size_t errlen);
 void trace_key_free(struct trace_key **key);
+
+/* The keys a node verifies with: the one in its key file (it signs with
+ * it) and the one that file held before it changed (NULL: none). */
+struct trace_keys {
+	struct trace_key *cur, *prev;
+};
+
+int trace_keys_load(struct trace_keys *keys, const struct trace_keys *was, const char *path,
+		    char *err, size_t errlen);
+int trace_keys_verify(const struct trace_keys *keys, const char *tpvalue, const char *msgid,
+		      size_t msgid_len, const char *sig);
+void trace_keys_free(struct trace_keys *keys);
 
 #endif

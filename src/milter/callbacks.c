@@ -499,11 +499,12 @@ static void decide_trace(struct session *s, struct trace_decision *d)
 		/* The signature binds the Message-ID: one that is not there
 		 * signs as "", one of two or too long to keep as nothing. */
 		if (trusted
-		    || (cfg->key && d->in.tracestate && d->in.nmessage_id <= 1
+		    || (cfg->keys.cur && d->in.tracestate && d->in.nmessage_id <= 1
 			&& (d->in.nmessage_id == 0 || d->in.message_id)
 			&& tracestate_find_sig(d->in.tracestate, d->in.tracestate_len, sig) == 1
-			&& trace_verify(cfg->key, value, d->in.message_id ? d->in.message_id : "",
-					d->in.message_id_len, sig))) {
+			&& trace_keys_verify(&cfg->keys, value,
+					     d->in.message_id ? d->in.message_id : "",
+					     d->in.message_id_len, sig))) {
 			memcpy(d->parent, d->tp.span_id, sizeof(d->parent));
 			traceparent_new_span(&d->tp);
 			d->origin = "continued";
@@ -529,7 +530,7 @@ static int edit_trace_headers(SMFICTX *ctx, struct session *s, const struct trac
 	traceparent_format(&d->tp, tp);
 	/* over the first Message-ID, the one ternd reads; "" if there is
 	 * none (or it is too long to keep: then nothing verifies it) */
-	trace_sign(s->cfg->key, tp, d->in.message_id ? d->in.message_id : "",
+	trace_sign(s->cfg->keys.cur, tp, d->in.message_id ? d->in.message_id : "",
 		   d->in.message_id ? d->in.message_id_len : 0, sig);
 	tracestate_format(sig, state);
 	/* Insert Tracestate first so that Traceparent ends up above it. */
@@ -583,7 +584,7 @@ static sfsistat tm_eom(SMFICTX *ctx)
 	}
 	queue_id(ctx, qid);
 	inspect(ctx, s, &v);
-	tracing = s->cfg->conf->milter.trace && s->cfg->key != NULL;
+	tracing = s->cfg->conf->milter.trace && s->cfg->keys.cur != NULL;
 	if (tracing) {
 		decide_trace(s, &d);
 		trace_id_hex(&d.tp, tid);

@@ -64,7 +64,7 @@ struct milter_cfg *milter_cfg_get(void)
 static void milter_cfg_free(struct milter_cfg *cfg)
 {
 	conf_free(&cfg->conf);
-	trace_key_free(&cfg->key);
+	trace_keys_free(&cfg->keys);
 	free(cfg);
 }
 
@@ -94,15 +94,19 @@ void milter_session_count(int delta)
 	pthread_mutex_unlock(&milter_lock);
 }
 
-/* milter_cfg_load - a configuration generation from a loaded conf */
-static struct milter_cfg *milter_cfg_load(struct conf *conf, char *err, size_t errlen)
+/* milter_cfg_load - a configuration generation from a loaded conf; was
+ * is the generation it replaces (NULL at start), whose key verifies
+ * after a change of key (trace_keys_load) */
+static struct milter_cfg *milter_cfg_load(struct conf *conf, const struct milter_cfg *was,
+					  char *err, size_t errlen)
 {
 	struct milter_cfg *cfg = xcalloc(1, sizeof(*cfg));
 
 	cfg->refs = 1;
 	cfg->conf = conf;
 	if (conf->milter.trace
-	    && (cfg->key = trace_key_load(conf->global.trace_key_file, err, errlen)) == NULL) {
+	    && trace_keys_load(&cfg->keys, was ? &was->keys : NULL, conf->global.trace_key_file,
+			       err, errlen) < 0) {
 		milter_cfg_free(cfg);
 		return NULL;
 	}
@@ -117,7 +121,7 @@ static void reload(void)
 	char err[1024];
 
 	if ((conf = conf_load(conf_path, err, sizeof(err))) == NULL
-	    || (cfg = milter_cfg_load(conf, err, sizeof(err))) == NULL) {
+	    || (cfg = milter_cfg_load(conf, milter_current, err, sizeof(err))) == NULL) {
 		log_error("reload failed, keeping the running configuration: %s", err);
 		metrics_std_reloaded(0);
 		notify_status("reload failed, running the previous configuration: %s", err);
@@ -309,7 +313,7 @@ int main(int argc, char **argv)
 		log_fatal("cannot initialize libsodium");
 	conf_path = cli.conf_path;
 	conf = cli_load_conf(&cli);
-	if ((milter_current = milter_cfg_load(conf, err, sizeof(err))) == NULL)
+	if ((milter_current = milter_cfg_load(conf, NULL, err, sizeof(err))) == NULL)
 		log_fatal_status(2, "%s", err);
 	m = &conf->milter;
 	/* stderr too until detached: startup errors must reach the admin. */

@@ -14,7 +14,7 @@
 struct milter_cfg {
 	int refs;
 	struct conf *conf;
-	struct trace_key *key;		/* NULL when trace = no */
+	struct trace_keys keys;		/* none when trace = no */
 };
 
 struct milter_cfg *milter_cfg_get(void);

@@ -40,6 +40,7 @@
 #include "spanfile.h"
 #include "stats.h"
 #include "ternd.h"
+#include "trace_trust.h"
 #include "xalloc.h"
 
 struct ternd ternd = {
@@ -138,6 +139,7 @@ static int reload(const char *path)
 	retired = xreallocarray(retired, nretired + 1, sizeof(*retired));
 	retired[nretired++] = old;
 	relay_reload(conf);
+	trace_trust_load(conf, 1);
 	metrics_std_reloaded(1);
 	log_info("configuration reloaded from %s", path);
 	conf_route_check(conf, route_warning, NULL);
@@ -235,7 +237,7 @@ int main(int argc, char **argv)
 	/* As root: relay peers' TLS contexts, client keys, AUTH passwords,
 	 * the trace key. */
 	relay_prepare();
-	session_trace_key(ternd.conf);
+	trace_trust_load(ternd.conf, 0);
 	/* As root: who is who, directories, sockets. */
 	if (geteuid() == 0) {
 		if (privs_lookup(g->user, &ternd.uid, &ternd.gid, err, sizeof(err)) < 0)
@@ -353,7 +355,7 @@ int main(int argc, char **argv)
 		conf_free(&retired[i]);
 	free(retired);
 	conf_free(&ternd.conf);
-	session_trace_key_free();
+	trace_trust_free();
 	log_info("stopped");
 	return 0;
 }

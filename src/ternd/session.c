@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,6 +40,7 @@
 #include "storage.h"
 #include "ternd.h"
 #include "textesc.h"
+#include "trace_trust.h"
 #include "traceparent.h"
 #include "unroutable.h"
 #include "xalloc.h"
@@ -551,33 +551,6 @@ static void reply_all(struct session *s, const char *code_text)
 		reply(s, "%.9s <%s> %s", code_text, s->rcpts[i].addr, code_text + 10);
 }
 
-/* The [global] trace_key_file key, read at start; NULL: none, and then
- * no incoming trace context is ours. */
-static struct trace_key *trace_key;
-
-/* session_trace_key - read trace_key_file as root, before the privilege
- * drop, as tern-milter does; an absent file means no key */
-void session_trace_key(const struct conf *conf)
-{
-	const char *path = conf->global.trace_key_file;
-	char err[1024];
-	struct stat st;
-
-	if (path[0] == '\0' || (lstat(path, &st) < 0 && errno == ENOENT)) {
-		log_info("no trace_key_file%s%s: every incoming trace context is recorded as "
-			 "unverified", path[0] ? " at " : "", path);
-		return;
-	}
-	if ((trace_key = trace_key_load(path, err, sizeof(err))) == NULL)
-		log_fatal("trace_key_file %s", err);
-}
-
-/* session_trace_key_free - at exit */
-void session_trace_key_free(void)
-{
-	trace_key_free(&trace_key);
-}
-
 /* trace_verified - does the Traceparent value carry our signature, over
  * it and the message's first Message-ID ("" when there is none) */
 static int trace_verified(const struct session *s, const char *value)
@@ -586,12 +559,12 @@ static int trace_verified(const struct session *s, const char *value)
 	const char *ts, *mid = "";
 	size_t tslen, midlen = 0;
 
-	if (trace_key == NULL || !hdr_scan_field(s->peek, s->peek_len, "Tracestate", &ts, &tslen)
+	if (!hdr_scan_field(s->peek, s->peek_len, "Tracestate", &ts, &tslen)
 	    || tracestate_find_sig(ts, tslen, sig) != 1)
 		return 0;
 	if (!hdr_scan_field(s->peek, s->peek_len, "Message-ID", &mid, &midlen))
 		mid = "", midlen = 0;
-	return trace_verify(trace_key, value, mid, midlen, sig);
+	return trace_trust_verify(value, mid, midlen, sig);
 }
 
 /* trace_of - the message's trace context: its Traceparent when our

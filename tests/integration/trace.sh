@@ -17,6 +17,11 @@
 #     under a new trace id with the foreign one as an unverified link, and
 #     ternq trace of our trace shows no hop of theirs; a pair signed for
 #     its own Message-ID is continued
+#   - key rotation: a new trace_key_file and a reload (ternd SIGHUP,
+#     tern-milter SIGUSR1): the milter signs with the new key and ternd
+#     continues that trace; a message signed with the key before, still on
+#     its way, is continued too, one signed two keys back is not; a key
+#     file a reload cannot read keeps the keys read before
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib/tap.sh"
@@ -102,7 +107,8 @@ ternd_setup "$top/ternd" "min_backoff = 2s" "otlp_spans_file = $top/spans.json" 
 	"[global]" "syslog_name = postfix/tern" "log_file = $top/ternd.syslog" \
 	"trace_key_file = $top/trace.key" "[milter]" "listen = inet:$milter_port@127.0.0.1" || exit 1
 "$milter" -f -c "$TERND_CONF" >"$top/milter.log" 2>&1 &
-tap_bg_register $!
+milter_pid=$!
+tap_bg_register $milter_pid
 tap_check "tern-milter listens" wait_for_port "$milter_port"
 
 # --- Postfix: the milter, then LMTP to ternd ---------------------------------------
@@ -270,12 +276,13 @@ PYEOF
 # --- forged trace context, straight to ternd (no milter on the way) ----------------
 # mac - the keyed BLAKE2b-128 of stdin, base64url, computed by openssl;
 # sign TRACEPARENT MESSAGE-ID - the tern=2. signature
+# (of the key in KEYFILE, default trace.key)
 mac() {
-	openssl mac -binary -macopt "hexkey:$(cat "$top/trace.key")" -macopt size:16 BLAKE2BMAC \
+	openssl mac -binary -macopt "hexkey:$(cat "${1:-$top/trace.key}")" -macopt size:16 BLAKE2BMAC \
 		| basenc --base64url | tr -d '='
 }
 sign() {
-	printf '%s\0%s' "$1" "$2" | mac
+	printf '%s\0%s' "$1" "$2" | mac "${3:-}"
 }
 ours_tp="00-$tid-$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["milter"][0]["span_id"])' "$top/trace.json")-01"
 own_tp=00-5bf92f3577b34da6a3ce929d0e0e4736-10f067aa0ba902b7-01
@@ -315,6 +322,63 @@ ternq_ trace "signed.1@example.org" >"$top/signed.txt" 2>&1
 tap_like "a pair signed for its own Message-ID is continued, without a link" \
 	"$(grep ' accepted ' "$top/signed.txt")" \
 	" message-id=<signed\\.1@example\\.org>, trace=${own_tp:3:32}, span=${own_tp:36:16}\$"
+
+# --- key rotation ------------------------------------------------------------------
+cp "$top/trace.key" "$top/key.a"
+# rotate KEYFILE - install KEYFILE as trace_key_file (a rename, as an admin
+# would), reload ternd and wait for the reload to be logged
+rotate() {
+	local n
+	n=$(nlog ': configuration reloaded from ')
+	install -o tern -m 0600 "$1" "$top/trace.key.new" && mv -f "$top/trace.key.new" "$top/trace.key"
+	kill -HUP "$TERND_PID"
+	wait_until 10 _atleast $((n + 1)) ': configuration reloaded from '
+}
+# sent NAME KEYFILE - a message with a new trace context signed with
+# KEYFILE for its Message-ID <NAME.1@example.org>, straight to ternd;
+# prints the trace id of the Traceparent it carried
+sent() {
+	local tp
+	tp=00-$(openssl rand -hex 16)-$(openssl rand -hex 8)-01
+	forge "$1" "<$1.1@example.org>" "$tp" "tern=2.$(sign "$tp" "<$1.1@example.org>" "$2")"
+	echo "${tp:3:32}"
+}
+# trace_of NAME - the trace id ternd recorded for <NAME.1@example.org>
+trace_of() {
+	ternq_ trace "$1.1@example.org" 2>&1 | sed -n 's/.* accepted .*, trace=\([0-9a-f]*\),.*/\1/p'
+}
+"$milter" -K "$top/key.b"
+"$milter" -K "$top/key.c"
+tap_check "ternd reloads with a new key" rotate "$top/key.b"
+tap_is "ternd logs the change of key" "$(nlog ": trace_key_file $top/trace\.key: a new key; the one before it verifies too, until the key changes again$")" 1
+t_b=$(sent rot-b "$top/key.b")
+t_a=$(sent rot-a "$top/key.a")
+mreloads=$(grep -c 'configuration reloaded from ' "$top/milter.log")
+kill -USR1 "$milter_pid"
+_milter_reloaded() { [ "$(grep -c 'configuration reloaded from ' "$top/milter.log")" -gt "$mreloads" ]; }
+tap_check "tern-milter reloads" wait_until 10 _milter_reloaded
+swaks --server 127.0.0.1 --port "$pf_port" --from a@example.org --to ok@example.com \
+	--header "Subject: after the rotation" --header "Message-Id: <rot-m.1@example.org>" \
+	>"$top/rot-m.swaks" 2>&1
+tap_check "Postfix hands the message signed with the new key to ternd" pf_wait_empty "$pf" 60
+t_m=$(sed -n 's/.*: trace=\([0-9a-f]\{32\}\) origin=new .* verdict=accept$/\1/p' "$top/milter.log" | tail -1)
+tap_check "ternd delivers the three" wait_until 30 _atleast $((removed + 7)) ": removed$"
+tap_is "signed with the new key: its trace goes on in ternd" "$(trace_of rot-b)" "$t_b"
+tap_is "signed with the key before, on its way: its trace goes on" "$(trace_of rot-a)" "$t_a"
+tap_like "the milter, reloaded, gave the message a new trace ($t_m)" "$t_m" '^[0-9a-f]{32}$'
+tap_is "the milter signs with the new key, and ternd goes on with its trace" "$(trace_of rot-m)" "$t_m"
+tap_check "ternd reloads with a third key" rotate "$top/key.c"
+t_a2=$(sent rot-a2 "$top/key.a")
+t_b2=$(sent rot-b2 "$top/key.b")
+chmod 0644 "$top/trace.key"
+kill -HUP "$TERND_PID"
+tap_check "a reload with a key file others can read is logged, the keys stay" wait_until 10 _atleast 1 \
+	": trace_key_file $top/trace\.key: key is accessible by others \(mode 0644\); chmod 600 it: the keys read before still verify$"
+t_c=$(sent rot-c "$top/key.c")
+tap_check "ternd delivers the three" wait_until 30 _atleast $((removed + 10)) ": removed$"
+tap_is "two keys back: the trace is not ours" "$(trace_of rot-a2 | grep -c "^$t_a2$")" 0
+tap_is "the key before the current one still verifies" "$(trace_of rot-b2)" "$t_b2"
+tap_is "the current key verifies, after a reload that could not read it" "$(trace_of rot-c)" "$t_c"
 
 ternd_stop
 tap_is "ternd stops cleanly" "$?" 0

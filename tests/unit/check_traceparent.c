@@ -190,6 +190,70 @@ START_TEST(test_key_file)
 }
 END_TEST
 
+/* signed_by - the signature of GOOD and "<m@x>" under the key in path */
+static void signed_by(const char *path, char sig[TRACE_SIG_LEN + 1])
+{
+	char err[512];
+	struct trace_key *key = trace_key_load(path, err, sizeof(err));
+
+	ck_assert_msg(key != NULL, "%s", err);
+	trace_sign(key, GOOD, "<m@x>", 5, sig);
+	trace_key_free(&key);
+}
+
+/* verifies - does sig verify under keys */
+static int verifies(const struct trace_keys *keys, const char *sig)
+{
+	return trace_keys_verify(keys, GOOD, "<m@x>", 5, sig);
+}
+
+/* trace_keys across rotations: a new key keeps the one before it, an
+ * unchanged file keeps both, the next change drops the oldest */
+START_TEST(test_keys_rotate)
+{
+	char dir[] = "/tmp/check_tp.XXXXXX", a[64], b[64], c[64], err[512];
+	char sa[TRACE_SIG_LEN + 1], sb[TRACE_SIG_LEN + 1], sc[TRACE_SIG_LEN + 1];
+	struct trace_keys k1, k2, k3, k4, none = {0};
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(a, sizeof(a), "%s/a", dir);
+	snprintf(b, sizeof(b), "%s/b", dir);
+	snprintf(c, sizeof(c), "%s/c", dir);
+	ck_assert_int_eq(trace_key_create(a, err, sizeof(err)), 0);
+	ck_assert_int_eq(trace_key_create(b, err, sizeof(err)), 0);
+	ck_assert_int_eq(trace_key_create(c, err, sizeof(err)), 0);
+	signed_by(a, sa);
+	signed_by(b, sb);
+	signed_by(c, sc);
+
+	ck_assert_int_eq(trace_keys_load(&k1, NULL, a, err, sizeof(err)), 0);	/* a start */
+	ck_assert_ptr_null(k1.prev);
+	ck_assert(verifies(&k1, sa) && !verifies(&k1, sb));
+	ck_assert_int_eq(trace_keys_load(&k2, &k1, b, err, sizeof(err)), 1);	/* a -> b */
+	ck_assert(verifies(&k2, sa) && verifies(&k2, sb) && !verifies(&k2, sc));
+	trace_keys_free(&k1);	/* k2 holds copies */
+	ck_assert(verifies(&k2, sa));
+	ck_assert_int_eq(trace_keys_load(&k3, &k2, b, err, sizeof(err)), 0);	/* b again */
+	ck_assert(verifies(&k3, sa) && verifies(&k3, sb));
+	ck_assert_int_eq(trace_keys_load(&k4, &k3, c, err, sizeof(err)), 1);	/* b -> c */
+	ck_assert(!verifies(&k4, sa) && verifies(&k4, sb) && verifies(&k4, sc));
+	ck_assert(!verifies(&none, sa));
+
+	chmod(c, 0644);
+	ck_assert_int_eq(trace_keys_load(&k1, &k4, c, err, sizeof(err)), -1);
+	ck_assert(k1.cur == NULL && k1.prev == NULL);
+	ck_assert_msg(strstr(err, "accessible by others") != NULL, "%s", err);
+	trace_keys_free(&k2);
+	trace_keys_free(&k3);
+	trace_keys_free(&k4);
+	ck_assert(k4.cur == NULL && k4.prev == NULL);
+	unlink(a);
+	unlink(b);
+	unlink(c);
+	rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("traceparent");
@@ -203,6 +267,7 @@ int main(void)
 	tcase_add_test(tc, test_tracestate_format);
 	tcase_add_loop_test(tc, test_tracestate, 0, N_ELEMENTS(state_cases));
 	tcase_add_test(tc, test_key_file);
+	tcase_add_test(tc, test_keys_rotate);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }
