@@ -23,6 +23,7 @@
 #include <jansson.h>
 #include <sodium.h>
 
+#include "json_text.h"
 #include "otlp.h"
 #include "xalloc.h"
 
@@ -127,58 +128,6 @@ static int dump_octets(const char *buf, size_t n, void *arg)
 	return o->full ? -1 : 0;
 }
 
-/* utf8_len - the length of a well-formed UTF-8 sequence at s (no
- * overlong form, surrogate or code point past U+10FFFF), or 0 */
-static size_t utf8_len(const unsigned char *s)
-{
-	unsigned char lo = 0x80, hi = 0xbf;
-	size_t n;
-
-	if (s[0] >= 0xc2 && s[0] <= 0xdf) {
-		n = 2;
-	} else if (s[0] >= 0xe0 && s[0] <= 0xef) {
-		n = 3;
-		lo = s[0] == 0xe0 ? 0xa0 : lo;
-		hi = s[0] == 0xed ? 0x9f : hi;
-	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-		n = 4;
-		lo = s[0] == 0xf0 ? 0x90 : lo;
-		hi = s[0] == 0xf4 ? 0x8f : hi;
-	} else {
-		return 0;
-	}
-	if (s[1] < lo || s[1] > hi)
-		return 0;
-	for (size_t i = 2; i < n; i++)
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	return n;
-}
-
-/* str - a JSON string of s (NULL: ""), octets that are not UTF-8 as '?' */
-static json_t *str(const char *s)
-{
-	size_t len = s ? strlen(s) : 0, n = 0;
-	char *t = xmalloc(len + 1);
-	json_t *j;
-
-	for (size_t i = 0; i < len;) {
-		size_t k = (unsigned char)s[i] < 0x80 ? 1 : utf8_len((const unsigned char *)s + i);
-
-		if (k == 0) {
-			t[n++] = '?';
-			i++;
-		} else {
-			memcpy(t + n, s + i, k);
-			n += k;
-			i += k;
-		}
-	}
-	j = json_stringn(t, n);
-	free(t);
-	return j;
-}
-
 /* hex - octets as a JSON string of hex digits */
 static json_t *hex(const unsigned char *p, size_t n)
 {
@@ -191,7 +140,7 @@ static json_t *hex(const unsigned char *p, size_t n)
 /* attr - one string attribute */
 static json_t *attr(const char *key, const char *value)
 {
-	return json_pack("{s:s,s:{s:o}}", "key", key, "value", "stringValue", str(value));
+	return json_pack("{s:s,s:{s:o}}", "key", key, "value", "stringValue", json_text(value));
 }
 
 /* span - one recipient's span */
@@ -204,7 +153,7 @@ static json_t *span(const struct otlp_attempt *a, const struct otlp_span *s)
 	snprintf(end, sizeof(end), "%" PRIu64 "000", a->end_us);
 	snprintf(use, sizeof(use), "%u", a->conn_use);
 	status = s->ok ? json_pack("{s:i}", "code", 1)
-		       : json_pack("{s:i,s:o}", "code", 2, "message", str(s->reply));
+		       : json_pack("{s:i,s:o}", "code", 2, "message", json_text(s->reply));
 	return json_pack("{s:o,s:o,s:o,s:s,s:i,s:s,s:s,s:[o,o,o,o,{s:s,s:{s:s}},o,o,o,o,o],s:o}",
 			 "traceId", hex(a->trace_id, sizeof(a->trace_id)),
 			 "spanId", hex(s->span_id, sizeof(s->span_id)),

@@ -16,6 +16,7 @@
 
 #include <jansson.h>
 
+#include "json_text.h"
 #include "report.h"
 #include "timefmt.h"
 
@@ -47,23 +48,6 @@ static json_t *jiso(const struct report *r, uint64_t us)
 	char buf[TIMEFMT_LEN];
 
 	return json_string(timefmt_iso(us, r->utc, buf, sizeof(buf)));
-}
-
-/* jstr_safe - a JSON string; octets that are not UTF-8 become '?' */
-static json_t *jstr_safe(const char *s)
-{
-	json_t *j = json_string(s);
-
-	if (j == NULL) {
-		char copy[RPT_EXAMPLE_MAX + RPT_NAME_MAX];
-
-		snprintf(copy, sizeof(copy), "%s", s);
-		for (char *p = copy; *p; p++)
-			if ((unsigned char)*p > 127)
-				*p = '?';
-		j = json_string(copy);
-	}
-	return j;
 }
 
 #define COUNT_ATTEMPTS 3		/* count_names from here: attempt outcomes */
@@ -104,7 +88,7 @@ static json_t *shape_row_json(const struct qshape_row *row, const char *key)
 	for (size_t b = 0; b < QSHAPE_NBUCKETS; b++)
 		json_array_append_new(c, jint(row->count[b]));
 	if (key)
-		json_object_set_new(o, "peer", jstr_safe(key));
+		json_object_set_new(o, "peer", json_text(key));
 	json_object_set_new(o, "total", jint(row->total));
 	json_object_set_new(o, "counts", c);
 	return o;
@@ -126,7 +110,7 @@ static void put_extra(json_t *o, const struct report *r)
 	json_t *a = json_array(), *x;
 
 	for (size_t i = 0; i < r->nhosts; i++)
-		json_array_append_new(a, jstr_safe(r->hosts[i]));
+		json_array_append_new(a, json_text(r->hosts[i]));
 	json_object_set_new(o, "hosts", a);
 	json_object_set_new(o, "hosts_more", jint(r->hosts_more));
 	a = json_array();
@@ -134,7 +118,7 @@ static void put_extra(json_t *o, const struct report *r)
 		const struct rpt_sender *x1 = &r->senders[i];
 
 		x = json_object();
-		json_object_set_new(x, "sender", jstr_safe(x1->name));
+		json_object_set_new(x, "sender", json_text(x1->name));
 		json_object_set_new(x, "messages", jint(x1->total));
 		json_object_set_new(x, "recipients", jint(x1->recipients));
 		json_object_set_new(x, "bytes", jint(x1->bytes));
@@ -163,8 +147,8 @@ static void put_extra(json_t *o, const struct report *r)
 		for (size_t i = 0; i < r->nchecks; i++) {
 			json_t *c = json_object();
 
-			json_object_set_new(c, "verdict", jstr_safe(r->checks[i].verdict));
-			json_object_set_new(c, "check", jstr_safe(r->checks[i].check));
+			json_object_set_new(c, "verdict", json_text(r->checks[i].verdict));
+			json_object_set_new(c, "check", json_text(r->checks[i].check));
 			json_object_set_new(c, "count", jint(r->checks[i].count));
 			json_array_append_new(a, c);
 		}
@@ -228,7 +212,7 @@ int report_json(const struct report *r, FILE *out)
 		const struct rpt_peer *p = &r->peers[i];
 
 		x = json_object();
-		json_object_set_new(x, "peer", jstr_safe(p->name));
+		json_object_set_new(x, "peer", json_text(p->name));
 		put_counts(x, &p->c, COUNT_ATTEMPTS);
 		json_object_set_new(x, "transactions", jint(p->transactions));
 		json_object_set_new(x, "reused", jint(p->reused));
@@ -249,7 +233,7 @@ int report_json(const struct report *r, FILE *out)
 		const struct rpt_domain *d = &r->domains[i];
 
 		x = json_object();
-		json_object_set_new(x, "domain", jstr_safe(d->name));
+		json_object_set_new(x, "domain", json_text(d->name));
 		json_object_set_new(x, "total", jint(d->total));
 		json_object_set_new(x, "sent", jint(d->sent));
 		json_object_set_new(x, "deferred", jint(d->deferred));
@@ -263,10 +247,10 @@ int report_json(const struct report *r, FILE *out)
 	a = json_array();
 	for (size_t i = 0; i < r->nreasons; i++) {
 		x = json_object();
-		json_object_set_new(x, "status", jstr_safe(r->reasons[i].status));
-		json_object_set_new(x, "dsn", jstr_safe(r->reasons[i].dsn));
+		json_object_set_new(x, "status", json_text(r->reasons[i].status));
+		json_object_set_new(x, "dsn", json_text(r->reasons[i].dsn));
 		json_object_set_new(x, "count", jint(r->reasons[i].count));
-		json_object_set_new(x, "example", jstr_safe(r->reasons[i].example));
+		json_object_set_new(x, "example", json_text(r->reasons[i].example));
 		json_array_append_new(a, x);
 	}
 	json_object_set_new(o, "reasons", a);

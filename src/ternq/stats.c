@@ -67,7 +67,7 @@ static void storage_print(const struct stats_ctx *q, json_t *o)
 	} else if (o) {
 		json_t *st = json_object();
 
-		json_object_set_new(st, "state", jstr(f[0]));
+		json_object_set_new(st, "state", json_text(f[0]));
 		json_object_set_new(st, "kept_outcomes", json_integer((json_int_t)kept));
 		json_object_set_new(st, "failing_since_us", json_integer((json_int_t)since));
 		json_object_set_new(st, "reserve_bytes", json_integer((json_int_t)reserve));

@@ -136,24 +136,6 @@ static void trace_hex(const struct q_msg *m, char out[TRACE_ID_HEX + 1])
 	trace_id_hex(&tp, out);
 }
 
-/* jstr - a JSON string; octets that are not valid UTF-8 become '?' so a
- * member is never silently dropped */
-json_t *jstr(const char *s)
-{
-	json_t *j = json_string(s);
-
-	if (j == NULL) {
-		char *copy = xstrdup(s);
-
-		for (char *p = copy; *p; p++)
-			if ((unsigned char)*p > 127)
-				*p = '?';
-		j = json_string(copy);
-		free(copy);
-	}
-	return j;
-}
-
 /* queue_name - postqueue -j's queue for a message: hold, deferred (a
  * recipient has been tried), else active (ternd has no incoming or
  * maildrop queue: a message is in the queue once it got its 250) */
@@ -174,38 +156,38 @@ static json_t *msg_json(const struct q_msg *m, const struct q_rcpt *r, size_t n,
 	json_t *o = json_object(), *rs = json_array();
 
 	trace_hex(m, tid);
-	json_object_set_new(o, "queue_name", jstr(queue_name(m, r, n)));
+	json_object_set_new(o, "queue_name", json_text(queue_name(m, r, n)));
 	json_object_set_new(o, "forced_expire", json_false());
-	json_object_set_new(o, "queue_id", jstr(m->qid));
+	json_object_set_new(o, "queue_id", json_text(m->qid));
 	json_object_set_new(o, "arrival_time", json_integer((json_int_t)(m->arrival_us / 1000000)));
-	json_object_set_new(o, "arrival_time_iso", jstr(timefmt_iso(m->arrival_us, utc, when, sizeof(when))));
+	json_object_set_new(o, "arrival_time_iso", json_text(timefmt_iso(m->arrival_us, utc, when, sizeof(when))));
 	json_object_set_new(o, "message_size", json_integer((json_int_t)m->size));
-	json_object_set_new(o, "sender", jstr(m->sender));
-	json_object_set_new(o, "state", jstr(msg_state(m, r, n)));
-	json_object_set_new(o, "trace_id", jstr(tid));
-	json_object_set_new(o, "client", jstr(m->client));
-	json_object_set_new(o, "helo", jstr(m->helo));
-	json_object_set_new(o, "protocol", jstr(m->flags & QMSG_LMTP ? "LMTP" : "ESMTP"));
+	json_object_set_new(o, "sender", json_text(m->sender));
+	json_object_set_new(o, "state", json_text(msg_state(m, r, n)));
+	json_object_set_new(o, "trace_id", json_text(tid));
+	json_object_set_new(o, "client", json_text(m->client));
+	json_object_set_new(o, "helo", json_text(m->helo));
+	json_object_set_new(o, "protocol", json_text(m->flags & QMSG_LMTP ? "LMTP" : "ESMTP"));
 	if (m->flags & QMSG_OWNFILE)
 		snprintf(spool, sizeof(spool), "own/%s", m->qid);
 	else
 		snprintf(spool, sizeof(spool), "seg/%016llx", (unsigned long long)m->seg_id);
-	json_object_set_new(o, "spool_file", jstr(spool));
+	json_object_set_new(o, "spool_file", json_text(spool));
 	for (size_t i = 0; i < n; i++) {
 		json_t *x;
 
 		if (listing && r[i].state != RCPT_QUEUED && r[i].state != RCPT_DEFERRED)
 			continue;
 		x = json_object();
-		json_object_set_new(x, "address", jstr(r[i].addr));
-		json_object_set_new(x, "state", jstr(rcpt_state_name(r[i].state)));
-		json_object_set_new(x, "peer", jstr(r[i].peer));
+		json_object_set_new(x, "address", json_text(r[i].addr));
+		json_object_set_new(x, "state", json_text(rcpt_state_name(r[i].state)));
+		json_object_set_new(x, "peer", json_text(r[i].peer));
 		json_object_set_new(x, "attempts", json_integer(r[i].attempts));
 		json_object_set_new(x, "next_attempt", json_integer((json_int_t)(r[i].next_us / 1000000)));
 		json_object_set_new(x, "next_attempt_iso",
-				    jstr(timefmt_iso(r[i].next_us, utc, when, sizeof(when))));
+				    json_text(timefmt_iso(r[i].next_us, utc, when, sizeof(when))));
 		if (!listing || r[i].reply[0])
-			json_object_set_new(x, "delay_reason", jstr(r[i].reply));
+			json_object_set_new(x, "delay_reason", json_text(r[i].reply));
 		json_array_append_new(rs, x);
 	}
 	json_object_set_new(o, "recipients", rs);
@@ -619,23 +601,23 @@ static void peer_print(const struct ternq *q, char **f)
 	if (q->json) {
 		json_t *o = json_object();
 
-		json_object_set_new(o, "peer", jstr(f[0]));
-		json_object_set_new(o, "breaker", jstr(f[1]));
+		json_object_set_new(o, "peer", json_text(f[0]));
+		json_object_set_new(o, "breaker", json_text(f[1]));
 		json_object_set_new(o, "breaker_since", json_integer((json_int_t)(t_since / 1000000)));
-		json_object_set_new(o, "breaker_since_iso", jstr(timefmt_iso(t_since, q->utc, since, sizeof(since))));
+		json_object_set_new(o, "breaker_since_iso", json_text(timefmt_iso(t_since, q->utc, since, sizeof(since))));
 		if (t_until) {
 			json_object_set_new(o, "open_until", json_integer((json_int_t)(t_until / 1000000)));
 			json_object_set_new(o, "open_until_iso",
-					    jstr(timefmt_iso(t_until, q->utc, until, sizeof(until))));
+					    json_text(timefmt_iso(t_until, q->utc, until, sizeof(until))));
 		}
 		json_object_set_new(o, "connections_busy", json_integer(atoi(f[4])));
 		json_object_set_new(o, "connections_idle", json_integer(atoi(f[5])));
 		json_object_set_new(o, "queued_recipients", json_integer(atoll(f[6])));
 		if (t_err) {
-			json_object_set_new(o, "last_error", jstr(f[8]));
+			json_object_set_new(o, "last_error", json_text(f[8]));
 			json_object_set_new(o, "last_error_time", json_integer((json_int_t)(t_err / 1000000)));
 			json_object_set_new(o, "last_error_time_iso",
-					    jstr(timefmt_iso(t_err, q->utc, errat, sizeof(errat))));
+					    json_text(timefmt_iso(t_err, q->utc, errat, sizeof(errat))));
 		}
 		print_json(o);
 		return;

@@ -220,9 +220,9 @@ static json_t *final_states(const struct found *f, const char *qid, int json)
 				json_t *o = json_object();
 				char *addr = xstrndup(p, len);
 
-				json_object_set_new(o, "address", jstr(addr));
+				json_object_set_new(o, "address", json_text(addr));
 				json_object_set_new(o, "state", json_string(state));
-				json_object_set_new(o, "reply", jstr(reply));
+				json_object_set_new(o, "reply", json_text(reply));
 				json_array_append_new(arr, o);
 				free(addr);
 			} else {
@@ -305,10 +305,10 @@ static json_t *to_json(const struct found *f, const char *what, int utc)
 			hex(e->j.span_id, 8, span);
 			hex(e->j.parent_id, 8, parent);
 			set_time(x, "time", e->time_us, utc);
-			json_object_set_new(x, "queue_id", jstr(e->j.mta_qid));
-			json_object_set_new(x, "verdict", jstr(e->j.verdict));
-			json_object_set_new(x, "client", jstr(e->j.client));
-			json_object_set_new(x, "sender", jstr(e->j.sender));
+			json_object_set_new(x, "queue_id", json_text(e->j.mta_qid));
+			json_object_set_new(x, "verdict", json_text(e->j.verdict));
+			json_object_set_new(x, "client", json_text(e->j.client));
+			json_object_set_new(x, "sender", json_text(e->j.sender));
 			json_object_set_new(x, "nrcpt", json_integer(e->j.nrcpt));
 			json_object_set_new(x, "trace_id", json_string(tid));
 			json_object_set_new(x, "span_id", json_string(span));
@@ -322,11 +322,11 @@ static json_t *to_json(const struct found *f, const char *what, int utc)
 			hex(e->h.span_id, 8, span);
 			json_object_set_new(x, "queue_id", json_string(e->h.qid));
 			set_time(x, "time", e->time_us, utc);
-			json_object_set_new(x, "sender", jstr(e->h.sender));
+			json_object_set_new(x, "sender", json_text(e->h.sender));
 			json_object_set_new(x, "size", json_integer((json_int_t)e->h.size));
 			json_object_set_new(x, "nrcpt", json_integer(e->h.nrcpt));
-			json_object_set_new(x, "client", jstr(e->h.client));
-			json_object_set_new(x, "message_id", jstr(e->h.msgid));
+			json_object_set_new(x, "client", json_text(e->h.client));
+			json_object_set_new(x, "message_id", json_text(e->h.msgid));
 			json_object_set_new(x, "trace_id", json_string(tid));
 			json_object_set_new(x, "span_id", json_string(span));
 			json_object_set_new(x, "links", links(&e->h));
@@ -339,17 +339,17 @@ static json_t *to_json(const struct found *f, const char *what, int utc)
 				a = json_object();
 				d = json_object();
 				set_time(a, "time", h->time_us, utc);
-				json_object_set_new(a, "recipient", jstr(h->rcpt));
-				json_object_set_new(a, "peer", jstr(h->peer));
-				json_object_set_new(a, "relay", jstr(h->relay));
+				json_object_set_new(a, "recipient", json_text(h->rcpt));
+				json_object_set_new(a, "peer", json_text(h->peer));
+				json_object_set_new(a, "relay", json_text(h->relay));
 				json_object_set_new(a, "tls", json_string(tls_names[h->tls]));
 				json_object_set_new(a, "tls_resumed", json_boolean(h->tls == HIST_TLS_RESUMED));
 				json_object_set_new(a, "conn_use", json_integer(h->conn_use));
 				json_object_set_new(a, "status", json_string(hist_state_name(h->state)));
 				json_object_set_new(a, "code", json_integer(h->code));
-				json_object_set_new(a, "dsn", jstr(h->dsn));
-				json_object_set_new(a, "reply", jstr(h->reply));
-				json_object_set_new(a, "peer_queue_id", jstr(h->peer_qid));
+				json_object_set_new(a, "dsn", json_text(h->dsn));
+				json_object_set_new(a, "reply", json_text(h->reply));
+				json_object_set_new(a, "peer_queue_id", json_text(h->peer_qid));
 				json_object_set_new(d, "before", secs(h->delays_us[0]));
 				json_object_set_new(d, "rate_wait", secs(h->delays_us[1]));
 				json_object_set_new(d, "connection", secs(h->delays_us[2]));
@@ -364,7 +364,7 @@ static json_t *to_json(const struct found *f, const char *what, int utc)
 			json_decref(x);
 		}
 	}
-	json_object_set_new(o, "query", jstr(what));
+	json_object_set_new(o, "query", json_text(what));
 	json_object_set_new(o, "trace_ids", traces);
 	json_object_set_new(o, "milter", milter);
 	json_object_set_new(o, "messages", msgs);
