@@ -108,13 +108,19 @@ void traceparent_new_span(struct traceparent *tp)
 	tp->flags = TRACEPARENT_FLAG_SAMPLED;
 }
 
-/* traceparent_new - start a new trace */
+/* traceparent_new - start a new trace: both ids from one draw (one
+ * getrandom per message, not two) */
 void traceparent_new(struct traceparent *tp)
 {
+	unsigned char ids[sizeof(tp->trace_id) + sizeof(tp->span_id)];
+
 	do
-		randombytes_buf(tp->trace_id, sizeof(tp->trace_id));
-	while (all_zero(tp->trace_id, sizeof(tp->trace_id)));
-	traceparent_new_span(tp);
+		randombytes_buf(ids, sizeof(ids));
+	while (all_zero(ids, sizeof(tp->trace_id))
+	       || all_zero(ids + sizeof(tp->trace_id), sizeof(tp->span_id)));
+	memcpy(tp->trace_id, ids, sizeof(tp->trace_id));
+	memcpy(tp->span_id, ids + sizeof(tp->trace_id), sizeof(tp->span_id));
+	tp->flags = TRACEPARENT_FLAG_SAMPLED;
 }
 
 /* trace_sign - base64url(BLAKE2b-128 keyed, over the traceparent value,

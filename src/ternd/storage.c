@@ -28,6 +28,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 
 #include "commit.h"
@@ -370,7 +371,21 @@ uint64_t storage_reserve(const struct conf *conf)
 	return conf->ternd.queue_minfree + tx * STORAGE_OUTCOME_RESERVE;
 }
 
-/* below_reserve - is free space below the reserve on either file system? */
+/* one_fs - are spool_dir and state_dir on one file system? Asked once:
+ * both take a restart to change */
+static int one_fs(const struct conf *conf)
+{
+	static _Atomic int known;	/* 0: not asked yet, 1: one, 2: two */
+	struct stat a, b;
+
+	if (known == 0)
+		known = stat(conf->global.spool_dir, &a) == 0 && stat(conf->global.state_dir, &b) == 0
+			&& a.st_dev == b.st_dev ? 1 : 2;
+	return known == 1;
+}
+
+/* below_reserve - is free space below the reserve on either file system?
+ * (one statvfs per message when both directories are on one) */
 static int below_reserve(const struct conf *conf, uint64_t *have, const char **where)
 {
 	uint64_t want = storage_reserve(conf);
@@ -378,6 +393,8 @@ static int below_reserve(const struct conf *conf, uint64_t *have, const char **w
 	*where = conf->global.spool_dir;
 	if (free_below(*where, want, have))
 		return 1;
+	if (one_fs(conf))
+		return 0;
 	*where = conf->global.state_dir;
 	return free_below(*where, want, have);
 }
