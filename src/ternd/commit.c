@@ -106,7 +106,7 @@ int commit_submit(struct job *job)
 {
 	job->next = NULL;
 	pthread_mutex_lock(&ternd.lock);
-	if (ternd.stopping) {
+	if (ternd.stop == TERND_STOPPED) {
 		pthread_mutex_unlock(&ternd.lock);
 		snprintf(job->err, sizeof(job->err), "ternd is stopping");
 		return job->result = -1;
@@ -229,7 +229,8 @@ static size_t take_batch(struct job **jobs, size_t max, int *stop)
 	pthread_mutex_lock(&ternd.lock);
 	appender_waits = 1;
 	for (;;) {
-		while (ternd.head == NULL && !ternd.stopping && (ms = compact_wait_ms()) > 0) {
+		while (ternd.head == NULL && ternd.stop != TERND_STOPPED
+		       && (ms = compact_wait_ms()) > 0) {
 			struct timespec t;
 
 			if (!appender_idle) {
@@ -252,7 +253,7 @@ static size_t take_batch(struct job **jobs, size_t max, int *stop)
 				log_info("cleared %d stale queue database reader%s", dead,
 					 dead == 1 ? "" : "s");
 		}
-		if (ternd.head != NULL || ternd.stopping || compact_wait_ms() == 0)
+		if (ternd.head != NULL || ternd.stop == TERND_STOPPED || compact_wait_ms() == 0)
 			break;
 	}
 	while (ternd.head && n < max) {
@@ -261,7 +262,7 @@ static size_t take_batch(struct job **jobs, size_t max, int *stop)
 	}
 	if (ternd.head == NULL)
 		ternd.tail = &ternd.head;
-	*stop = ternd.stopping;
+	*stop = ternd.stop == TERND_STOPPED;
 	appender_waits = 0;
 	appender_idle = 0;
 	pthread_mutex_unlock(&ternd.lock);
@@ -484,7 +485,7 @@ static int idle(void)
 	int yes;
 
 	pthread_mutex_lock(&ternd.lock);
-	yes = appender_waits && ternd.head == NULL && !ternd.stopping;
+	yes = appender_waits && ternd.head == NULL && ternd.stop != TERND_STOPPED;
 	pthread_mutex_unlock(&ternd.lock);
 	pthread_mutex_lock(&stage.lock);
 	yes = yes && stage.nwaiting == 0;
@@ -546,25 +547,21 @@ static void lag_wait(void)
 	}
 }
 
-static _Atomic int draining;		/* ternd is stopping: sessions and relay end first */
-
 /* commit_draining - SIGTERM: from now on, mail the database cannot take is
  * left in the log for the next start, so that the sessions and the relay
  * waiting for the committer can end */
 void commit_draining(void)
 {
-	draining = 1;
+	pthread_mutex_lock(&ternd.lock);
+	if (ternd.stop == TERND_RUNNING)
+		ternd.stop = TERND_DRAINING;
+	pthread_mutex_unlock(&ternd.lock);
 }
 
 /* stopping - has ternd been asked to stop? */
 static int stopping(void)
 {
-	int s;
-
-	pthread_mutex_lock(&ternd.lock);
-	s = ternd.stopping;
-	pthread_mutex_unlock(&ternd.lock);
-	return s || draining;
+	return ternd.stop != TERND_RUNNING;
 }
 
 /* group_commit - the group's LMDB transaction; a group holding
@@ -778,7 +775,7 @@ static void rotate_drained(void)
 void commit_stop(void)
 {
 	pthread_mutex_lock(&ternd.lock);
-	ternd.stopping = 1;
+	ternd.stop = TERND_STOPPED;
 	pthread_cond_broadcast(&ternd.work);
 	pthread_mutex_unlock(&ternd.lock);
 	pthread_join(appender_thread, NULL);

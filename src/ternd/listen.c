@@ -174,7 +174,8 @@ static void *accept_loop(void *arg)
 			}
 		}
 		pthread_mutex_lock(&ternd.lock);
-		busy = l->sessions >= ternd_conf()->ternd.max_inbound_sessions || ternd.stopping;
+		busy = l->sessions >= ternd_conf()->ternd.max_inbound_sessions
+			|| ternd.stop != TERND_RUNNING;
 		if (!busy) {
 			ternd.sessions++;
 			l->sessions++;

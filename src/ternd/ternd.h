@@ -35,11 +35,19 @@ struct ternd {
 	pthread_mutex_t lock;
 	pthread_cond_t work, ended;	/* ended: a session has ended */
 	struct job *head, **tail;
-	int stopping;
+	/* How far a stop has gone, one stage after the other (written under
+	 * lock, read with or without it): TERND_DRAINING from SIGTERM, while
+	 * the sessions and the relay end (a failed commit of acknowledged
+	 * mail leaves it in the log for the next start rather than hold them
+	 * up), TERND_STOPPED from commit_stop (no new job; the committer
+	 * drains its queue and ends) */
+	_Atomic int stop;
 	/* inbound sessions */
 	int sessions;
 	_Atomic uint64_t queued;	/* messages in the queue */
 };
+
+enum { TERND_RUNNING, TERND_DRAINING, TERND_STOPPED };
 
 extern struct ternd ternd;
 
