@@ -128,8 +128,8 @@ for b in "$ternd_bin" "$ternq_bin" "$blast_bin" "$flushcount_so"; do
 	[ -x "$b" ] || die "$b not built (run make -j2 in $top_src or build/)"
 done
 require_uint MESSAGES SESSIONS SIZE ROUNDS WARMUP FSYNC_PROBES RUN_TIMEOUT LONE_MESSAGES
-[ "$MESSAGES" -gt 0 ] && [ "$ROUNDS" -gt 0 ] && [ "$SESSIONS" -gt 0 ] ||
-	die "MESSAGES, SESSIONS and ROUNDS must be > 0"
+[ "$MESSAGES" -gt 0 ] && [ "$ROUNDS" -gt 0 ] && [ "$SESSIONS" -gt 0 ] && [ "$LONE_MESSAGES" -gt 0 ] ||
+	die "MESSAGES, LONE_MESSAGES, SESSIONS and ROUNDS must be > 0"
 for c in $CLIENTS; do case $c in source | blast | bdat | lone) ;; *) die "unknown client $c" ;; esac; done
 for s in $SERVERS; do case $s in ternd | ternd-mem | ternd-b | postfix | sink) ;; *) die "unknown server $s" ;; esac; done
 if [[ " $SERVERS " == *" ternd-b "* ]]; then

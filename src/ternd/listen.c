@@ -175,7 +175,7 @@ static void *accept_loop(void *arg)
 		}
 		pthread_mutex_lock(&ternd.lock);
 		busy = l->sessions >= ternd_conf()->ternd.max_inbound_sessions
-			|| ternd.stop != TERND_RUNNING;
+			|| ternd.stop == TERND_STOPPED;
 		if (!busy) {
 			ternd.sessions++;
 			l->sessions++;
