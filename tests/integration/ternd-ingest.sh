@@ -119,6 +119,19 @@ done
 sleep 1
 tap_like "max_inbound_sessions: the 5th session gets 421 4.3.2" "$(talk greet)" '^421 4\.3\.2 '
 wait "${pids[@]}"
+# Those 4 session threads now wait for the next connection: a session
+# started later runs on one of them, so no thread appears while it runs.
+sleep 0.5
+ls "/proc/$TERND_PID/task" | sort >"$top/tids.before"
+new=0
+for i in 1 2 3; do
+	python3 -c 'import socket,time,sys; s=socket.create_connection(("127.0.0.1", int(sys.argv[1]))); s.recv(100); time.sleep(1)' "$TERND_PORT" &
+	pid=$!
+	sleep 0.5
+	new=$((new + $(ls "/proc/$TERND_PID/task" | sort | comm -13 "$top/tids.before" - | wc -l)))
+	wait "$pid"
+done
+tap_is "3 sessions in turn run on idle session threads: no new thread" "$new" 0
 if ip addr show lo | grep -q '127.0.0.0/8\|127.0.0.1/8'; then
 	tap_like "inbound_networks: 127.0.0.2 is refused with 554 5.7.1" \
 		"$(talk greet --source 127.0.0.2)" '^554 5\.7\.1 '
