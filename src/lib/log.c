@@ -18,6 +18,8 @@
  * (ternd(8), LOGGING); what they escaped passes this second escape
  * unchanged.
  *
+ * Without a /dev/log, syslog lines are not attempted (syslog_present).
+ *
  * Must never allocate: it is what xalloc calls when memory runs out.
  */
 #include "config.h"
@@ -167,6 +169,22 @@ int log_verbose(void)
 	return log_verb;
 }
 
+/* syslog_present - is there a /dev/log to send to; looked at once a
+ * second at most. Without one, syslog(3) tries to connect again for each
+ * line (a socket, a failed connect and a close), and drops it */
+static int syslog_present(void)
+{
+	static _Atomic time_t checked;
+	static _Atomic int present;
+	time_t now = time(NULL);
+
+	if (checked != now) {
+		present = access(_PATH_LOG, F_OK) == 0;
+		checked = now;
+	}
+	return present;
+}
+
 /* log_vmsg - log one message at the given priority */
 void log_vmsg(int prio, const char *fmt, va_list ap)
 {
@@ -180,7 +198,7 @@ void log_vmsg(int prio, const char *fmt, va_list ap)
 
 	vsnprintf(raw, sizeof(raw), fmt, ap);
 	textesc(buf, sizeof(buf), raw, TEXTESC_LINE);
-	if (log_syslog)
+	if (log_syslog && syslog_present())
 		syslog(prio, "%s%s", level[prio & 7], buf);
 	if (log_fd >= 0 && log_ident[0])
 		log_file_line(level[prio & 7], buf);
