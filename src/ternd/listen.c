@@ -9,8 +9,9 @@
  * wait max_idle for the next client: with a client that opens a session
  * per message, creating and tearing down a thread per connection was a
  * fifth of ternd's CPU samples in perf.  Idle threads are never more
- * than the sessions that ran at once, so max_inbound_sessions bounds
- * them too.
+ * than the sessions that ran at once, and a thread between its session
+ * and its wait is not idle yet (a connection then gets a new thread), so
+ * a listener's threads stay under twice max_inbound_sessions.
  */
 #include "config.h"
 
@@ -135,12 +136,12 @@ static struct conn *next_conn(void)
 	struct timespec until;
 	struct conn *c;
 
-	clock_gettime(CLOCK_REALTIME, &until);	/* the condition variable's clock */
+	clock_gettime(CLOCK_MONOTONIC, &until);	/* a clock step moves no deadline */
 	until.tv_sec += IDLE_SECONDS;
 	pthread_mutex_lock(&pool.lock);
 	pool.idle++;
 	while (pool.head == NULL)
-		if (pthread_cond_timedwait(&pool.wake, &pool.lock, &until) == ETIMEDOUT
+		if (pthread_cond_clockwait(&pool.wake, &pool.lock, CLOCK_MONOTONIC, &until) == ETIMEDOUT
 		    && pool.head == NULL) {
 			pool.idle--;
 			pthread_mutex_unlock(&pool.lock);
