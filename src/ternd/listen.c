@@ -27,9 +27,9 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "listen.h"
 #include "log.h"
 #include "privs.h"
@@ -59,14 +59,14 @@ struct conn {
 
 #define IDLE_SECONDS 60
 
-/* the session threads waiting for a connection, and the connections
- * handed to them; always queued <= idle */
+/* the connections handed to waiting session threads, and how many of
+ * those threads have none handed to them yet */
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
 	struct conn *head, **tail;
-	int idle, queued;
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, &pool.head, 0, 0};
+	int idle;
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, &pool.head, 0};
 
 /* listen_open - open one listener from "inet:HOST:PORT" or "unix:PATH";
  * a unix socket is made owned by uid:gid with mode (privs_bind_unix) */
@@ -136,22 +136,19 @@ static struct conn *next_conn(void)
 	struct timespec until;
 	struct conn *c;
 
-	clock_gettime(CLOCK_MONOTONIC, &until);	/* a clock step moves no deadline */
-	until.tv_sec += IDLE_SECONDS;
+	clock_deadline(&until, IDLE_SECONDS * 1000LL);
 	pthread_mutex_lock(&pool.lock);
 	pool.idle++;
 	while (pool.head == NULL)
-		if (pthread_cond_clockwait(&pool.wake, &pool.lock, CLOCK_MONOTONIC, &until) == ETIMEDOUT
+		if (pthread_cond_timedwait(&pool.wake, &pool.lock, &until) == ETIMEDOUT
 		    && pool.head == NULL) {
 			pool.idle--;
 			pthread_mutex_unlock(&pool.lock);
 			return NULL;
 		}
-	c = pool.head;
+	c = pool.head;	/* its hand_to_idle counted this thread out of idle */
 	if ((pool.head = c->next) == NULL)
 		pool.tail = &pool.head;
-	pool.idle--;
-	pool.queued--;
 	pthread_mutex_unlock(&pool.lock);
 	return c;
 }
@@ -162,11 +159,11 @@ static int hand_to_idle(struct conn *c)
 	int handed;
 
 	pthread_mutex_lock(&pool.lock);
-	if ((handed = pool.idle > pool.queued)) {
+	if ((handed = pool.idle > 0)) {
+		pool.idle--;
 		c->next = NULL;
 		*pool.tail = c;
 		pool.tail = &c->next;
-		pool.queued++;
 		pthread_cond_signal(&pool.wake);
 	}
 	pthread_mutex_unlock(&pool.lock);
