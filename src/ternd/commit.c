@@ -69,6 +69,7 @@
 
 #include "commit.h"
 #include "compact.h"
+#include "fiber.h"
 #include "log.h"
 #include "queue_ops.h"
 #include "ratelimit.h"
@@ -111,15 +112,32 @@ int commit_submit(struct job *job)
 		snprintf(job->err, sizeof(job->err), "ternd is stopping");
 		return job->result = -1;
 	}
-	sem_init(&job->done, 0, 0);
+	if ((job->fiber = fiber_self()) == NULL)
+		sem_init(&job->done, 0, 0);
 	*ternd.tail = job;
 	ternd.tail = &job->next;
 	pthread_cond_signal(&ternd.work);
 	pthread_mutex_unlock(&ternd.lock);
-	while (sem_wait(&job->done) < 0 && errno == EINTR)
-		;
-	sem_destroy(&job->done);
+	if (job->fiber != NULL)
+		fiber_park();	/* its loop serves other sessions meanwhile */
+	else {
+		while (sem_wait(&job->done) < 0 && errno == EINTR)
+			;
+		sem_destroy(&job->done);
+	}
 	return job->result;
+}
+
+/* job_answer - give a finished job back to its submitter, which may
+ * free it at once */
+void job_answer(struct job *job)
+{
+	struct fiber *f = job->fiber;
+
+	if (f != NULL)
+		fiber_wake(f);
+	else
+		sem_post(&job->done);
 }
 
 /* A batch as the LMDB write function sees it. */
@@ -287,7 +305,7 @@ static void finish(struct job **jobs, size_t n, int result, const char *err)
 			ternd.queued++;
 			stats_queue(QSTATE_GONE, QSTATE_QUEUED);
 		}
-		sem_post(&jobs[i]->done);	/* the job is the session's from here */
+		job_answer(jobs[i]);	/* the job is the session's from here */
 	}
 	if (result == 0)
 		relay_kick();	/* new mail may be due now */

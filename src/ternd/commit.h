@@ -35,8 +35,10 @@ struct job {
 	 * the transaction that records the message (write may be NULL) */
 	store_write_fn write;
 	void *arg;
-	/* result, posted on done: each job its own, so that answering a
-	 * batch wakes its sessions and no other, without the shared lock */
+	/* result, answered by job_answer: each job its own, so that
+	 * answering a batch wakes its sessions and no other, without the
+	 * shared lock; a session's fiber is woken, a thread posted done */
+	struct fiber *fiber;
 	sem_t done;
 	int result;			/* 0, or -1 with err */
 	char err[256];
@@ -46,5 +48,6 @@ void commit_start(void);
 void commit_draining(void);
 void commit_stop(void);
 int commit_submit(struct job *job);
+void job_answer(struct job *job);
 
 #endif

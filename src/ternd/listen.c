@@ -1,17 +1,11 @@
 /*
  * listen - ternd's listeners: accept LMTP and SMTP connections and give
- * each its own session thread, at most max_inbound_sessions at a time
+ * each its own session, at most max_inbound_sessions at a time
  * (beyond: 421 4.3.2). Clients on inet listeners must come from
  * inbound_networks: ternd is never an open relay.
  *
- * A session thread that has ended its session waits up to IDLE_SECONDS
- * for the next connection before it exits, as Postfix's smtpd processes
- * wait max_idle for the next client: with a client that opens a session
- * per message, creating and tearing down a thread per connection was a
- * fifth of ternd's CPU samples in perf.  Idle threads are never more
- * than the sessions that ran at once, and a thread between its session
- * and its wait is not idle yet (a connection then gets a new thread), so
- * a listener's threads stay under twice max_inbound_sessions.
+ * Each session runs as a fiber on one of the session loops (fiber.c):
+ * a connection costs a stack, not a thread.
  */
 #include "config.h"
 
@@ -29,7 +23,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "clock.h"
+#include "fiber.h"
 #include "listen.h"
 #include "log.h"
 #include "privs.h"
@@ -54,19 +48,7 @@ struct conn {
 	int fd;
 	int lmtp;
 	char client[80];
-	struct conn *next;
 };
-
-#define IDLE_SECONDS 60
-
-/* the connections handed to waiting session threads, and how many of
- * those threads have none handed to them yet */
-static struct {
-	pthread_mutex_t lock;
-	pthread_cond_t wake;
-	struct conn *head, **tail;
-	int idle;
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, &pool.head, 0};
 
 /* listen_open - open one listener from "inet:HOST:PORT" or "unix:PATH";
  * a unix socket is made owned by uid:gid with mode (privs_bind_unix) */
@@ -129,62 +111,19 @@ int listen_open(const char *spec, uid_t uid, gid_t gid, mode_t mode, int *unix_s
 	return -1;
 }
 
-/* next_conn - wait up to IDLE_SECONDS for a connection handed to this
- * idle thread; NULL when none came */
-static struct conn *next_conn(void)
+/* session_fiber - one session, and the accounting for its end */
+static void session_fiber(void *arg)
 {
-	struct timespec until;
-	struct conn *c;
+	struct conn *c = arg;
 
-	clock_deadline(&until, IDLE_SECONDS * 1000LL);
-	pthread_mutex_lock(&pool.lock);
-	pool.idle++;
-	while (pool.head == NULL)
-		if (pthread_cond_timedwait(&pool.wake, &pool.lock, &until) == ETIMEDOUT
-		    && pool.head == NULL) {
-			pool.idle--;
-			pthread_mutex_unlock(&pool.lock);
-			return NULL;
-		}
-	c = pool.head;	/* its hand_to_idle counted this thread out of idle */
-	if ((pool.head = c->next) == NULL)
-		pool.tail = &pool.head;
-	pthread_mutex_unlock(&pool.lock);
-	return c;
-}
-
-/* hand_to_idle - give c to an idle session thread; 0 when none is idle */
-static int hand_to_idle(struct conn *c)
-{
-	int handed;
-
-	pthread_mutex_lock(&pool.lock);
-	if ((handed = pool.idle > 0)) {
-		pool.idle--;
-		c->next = NULL;
-		*pool.tail = c;
-		pool.tail = &c->next;
-		pthread_cond_signal(&pool.wake);
-	}
-	pthread_mutex_unlock(&pool.lock);
-	return handed;
-}
-
-/* session_thread - run sessions, accounting for the end of each, until
- * no connection comes for IDLE_SECONDS */
-static void *session_thread(void *arg)
-{
-	for (struct conn *c = arg; c != NULL; c = next_conn()) {
-		session_run(c->fd, c->lmtp, c->client);
-		close(c->fd);
-		pthread_mutex_lock(&ternd.lock);
-		ternd.sessions--;
-		c->l->sessions--;
-		free(c);
-		pthread_cond_broadcast(&ternd.ended);
-		pthread_mutex_unlock(&ternd.lock);
-	}
-	return NULL;
+	session_run(c->fd, c->lmtp, c->client);
+	close(c->fd);
+	pthread_mutex_lock(&ternd.lock);
+	ternd.sessions--;
+	c->l->sessions--;
+	free(c);
+	pthread_cond_broadcast(&ternd.ended);
+	pthread_mutex_unlock(&ternd.lock);
 }
 
 /* refuse - a one-line answer and close */
@@ -208,8 +147,6 @@ static void *accept_loop(void *arg)
 		socklen_t sslen = sizeof(ss);
 		char addr[INET6_ADDRSTRLEN] = "local", msg[160];
 		struct conn *c;
-		pthread_t tid;
-		pthread_attr_t attr;
 		int fd = accept4(l->fd, (struct sockaddr *)&ss, &sslen, SOCK_CLOEXEC), one = 1, busy;
 
 		if (fd < 0) {
@@ -259,13 +196,8 @@ static void *accept_loop(void *arg)
 		c->fd = fd;
 		c->lmtp = l->lmtp;
 		snprintf(c->client, sizeof(c->client), l->unix_socket ? "local" : "[%s]", addr);
-		if (hand_to_idle(c))
-			continue;
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		pthread_attr_setstacksize(&attr, 256 * 1024);
-		if (pthread_create(&tid, &attr, session_thread, c) != 0) {
-			log_error("cannot start a session thread");
+		if (fiber_spawn(session_fiber, c) < 0) {
+			log_error("cannot start a session: %s", strerror(errno));
 			refuse(fd, "421 4.3.0 Error: out of resources");
 			free(c);
 			pthread_mutex_lock(&ternd.lock);
@@ -273,7 +205,6 @@ static void *accept_loop(void *arg)
 			l->sessions--;
 			pthread_mutex_unlock(&ternd.lock);
 		}
-		pthread_attr_destroy(&attr);
 	}
 	return NULL;
 }
@@ -306,6 +237,7 @@ void listen_setup(void)
 /* listen_start - start accepting */
 void listen_start(void)
 {
+	fiber_start();
 	for (int i = 0; i < nlisteners; i++)
 		if (pthread_create(&listeners[i].thread, NULL, accept_loop, &listeners[i]) != 0)
 			log_fatal("cannot start a listener thread");

@@ -1,5 +1,5 @@
 /*
- * session - one inbound SMTP or LMTP session, in its own thread.
+ * session - one inbound SMTP or LMTP session, as a fiber (fiber.c).
  *
  * Reads commands with an absolute deadline (deadline.h: command_timeout
  * or data_timeout counted from the start of each read, never restarted
@@ -30,6 +30,7 @@
 
 #include "commit.h"
 #include "deadline.h"
+#include "fiber.h"
 #include "hdr_scan.h"
 #include "log.h"
 #include "peer.h"
@@ -117,7 +118,7 @@ static void flush(struct session *s)
 		ssize_t n = send(s->fd, s->out + done, s->out_len - done, MSG_NOSIGNAL | MSG_DONTWAIT);
 
 		if (n < 0 && errno == EAGAIN) {
-			if (deadline_wait(s->fd, POLLOUT, deadline) < 0) {
+			if (fiber_wait(s->fd, POLLOUT, deadline) < 0) {
 				session_fail(s, NULL, NULL, "timeout after reply");
 				break;
 			}
@@ -186,7 +187,7 @@ static int fill(struct session *s, long long timeout_ms)
 		/* Read first: under load the data is usually there already. */
 		n = recv(s->fd, s->in + s->in_len, sizeof(s->in) - s->in_len, MSG_DONTWAIT);
 		if (n < 0 && errno == EAGAIN) {
-			if (deadline_wait(s->fd, POLLIN, deadline) < 0) {
+			if (fiber_wait(s->fd, POLLIN, deadline) < 0) {
 				session_fail(s, "4.4.2", "timeout exceeded", "timeout");
 				return 0;
 			}
@@ -465,6 +466,26 @@ static int spill(struct session *s)
 	return 0;
 }
 
+/* A spill as a helper thread runs it (fiber_blocking): the writes of a
+ * large message's own file may wait for the disk, and its session's loop
+ * must not. */
+struct spill_call {
+	struct session *s;
+	const char *p;
+	size_t n;		/* octets written after the spill, straight from p */
+	int sync;		/* then fdatasync the file */
+};
+
+/* spill_run - the spill_call's work */
+static int spill_run(void *arg)
+{
+	struct spill_call *c = arg;
+
+	if (spill(c->s) < 0 || (c->n > 0 && own_write(c->s, c->p, c->n) < 0))
+		return -1;
+	return c->sync ? fdatasync(c->s->own_fd) : 0;
+}
+
 /* content_add - take canonical octets from the reader: in memory up to
  * large_message_threshold, then in a file of the message's own */
 static void content_add(struct session *s, const char *p, size_t n)
@@ -495,7 +516,9 @@ static void content_add(struct session *s, const char *p, size_t n)
 		s->body_len += n;
 		return;
 	}
-	if (spill(s) < 0 || (n > s->body_cap ? own_write(s, p, n) : 0) < 0) {
+	struct spill_call c = {s, p, n > s->body_cap ? n : 0, 0};
+
+	if (fiber_blocking(spill_run, &c) < 0) {
 		log_error("%s: cannot write spool file: %s", s->msg.qid, strerror(errno));
 		s->own_failed = 1;
 		return;
@@ -634,7 +657,9 @@ static void content_end(struct session *s)
 	job.msgid = msgid;
 	if (s->own_fd >= 0) {
 		/* A file of its own: written and synced here, named by the committer's fsync. */
-		if (s->own_failed || spill(s) < 0 || fdatasync(s->own_fd) < 0) {
+		struct spill_call c = {s, NULL, 0, 1};
+
+		if (s->own_failed || fiber_blocking(spill_run, &c) < 0) {
 			log_error("%s: cannot write spool file: %s", s->msg.qid, strerror(errno));
 			reply_all(s, "451 4.3.0 Error: queue file write error");
 			txn_reset(s);

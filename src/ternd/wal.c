@@ -175,7 +175,7 @@ size_t wal_answer(struct wal_batch *w, struct job **jobs, size_t n)
 			continue;
 		jobs[i] = NULL;
 		j->result = 0;
-		sem_post(&j->done);
+		job_answer(j);
 		w->acked++;
 	}
 	return w->acked;

@@ -1,0 +1,17 @@
+/*
+ * fiber.h - inbound sessions as fibers on a few event loops (fiber.c).
+ */
+#ifndef TERN_FIBER_H
+#define TERN_FIBER_H
+
+struct fiber;
+
+void fiber_start(void);
+int fiber_spawn(void (*fn)(void *), void *arg);
+struct fiber *fiber_self(void);
+int fiber_wait(int fd, short events, long long deadline);
+void fiber_park(void);
+void fiber_wake(struct fiber *f);
+int fiber_blocking(int (*fn)(void *), void *arg);
+
+#endif

@@ -1,0 +1,255 @@
+/*
+ * check_fiber - ternd's session loops: a fiber waiting for its socket
+ * resumes when input comes and times out at its deadline, with
+ * ETIMEDOUT; many waiting fibers take no thread of their own; a parked
+ * fiber resumes when another thread wakes it; fiber_blocking runs its
+ * call on another thread and hands back its result and errno; ended
+ * fibers leave nothing running.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "fiber.h"
+#include "unit.h"
+
+#define MANY 200
+
+/* What a fiber saw, for the test thread. */
+struct seen {
+	int fd;
+	long long deadline;
+	int rc, err;
+	long long took;
+	pthread_t thread;
+	struct fiber *self;
+	sem_t done;
+	sem_t parked;
+};
+
+static void start_once(void)
+{
+	static int started;
+
+	if (!started) {
+		fiber_start();
+		started = 1;
+	}
+}
+
+/* threads - how many threads this process has */
+static int threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)) != NULL)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+static void seen_init(struct seen *s, int fd, long long deadline)
+{
+	s->fd = fd;
+	s->deadline = deadline;
+	s->self = NULL;
+	sem_init(&s->done, 0, 0);
+	sem_init(&s->parked, 0, 0);
+}
+
+static void waiter(void *arg)
+{
+	struct seen *s = arg;
+	long long t0 = ms_now();
+
+	s->thread = pthread_self();
+	s->rc = fiber_wait(s->fd, POLLIN, s->deadline);
+	s->err = errno;
+	s->took = ms_now() - t0;
+	sem_post(&s->done);
+}
+
+START_TEST(test_wait_ready)
+{
+	struct seen s;
+	int sv[2];
+
+	start_once();
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	seen_init(&s, sv[0], ms_now() + 10000);
+	ck_assert_int_eq(fiber_spawn(waiter, &s), 0);
+	usleep(100000);
+	ck_assert_int_eq(sem_trywait(&s.done), -1);	/* still waiting for input */
+	ck_assert_int_eq(write(sv[1], "x", 1), 1);
+	sem_wait(&s.done);
+	ck_assert_int_eq(s.rc, 0);
+	ck_assert_int_lt(s.took, 5000);
+	ck_assert(!pthread_equal(s.thread, pthread_self()));
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+START_TEST(test_wait_deadline)
+{
+	struct seen s;
+	int sv[2];
+
+	start_once();
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	seen_init(&s, sv[0], ms_now() + 200);
+	ck_assert_int_eq(fiber_spawn(waiter, &s), 0);
+	sem_wait(&s.done);
+	ck_assert_int_eq(s.rc, -1);
+	ck_assert_int_eq(s.err, ETIMEDOUT);
+	ck_assert_int_ge(s.took, 190);
+	ck_assert_int_lt(s.took, 5000);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+START_TEST(test_many_no_threads)
+{
+	static struct seen s[MANY];
+	static int sv[MANY][2];
+	int before;
+
+	start_once();
+	before = threads();
+	for (int i = 0; i < MANY; i++) {
+		ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv[i]), 0);
+		seen_init(&s[i], sv[i][0], ms_now() + 20000);
+		ck_assert_int_eq(fiber_spawn(waiter, &s[i]), 0);
+	}
+	usleep(200000);
+	ck_assert_int_eq(threads(), before);	/* 200 waiting: no thread more */
+	for (int i = MANY - 1; i >= 0; i--)
+		ck_assert_int_eq(write(sv[i][1], "x", 1), 1);
+	for (int i = 0; i < MANY; i++) {
+		sem_wait(&s[i].done);
+		ck_assert_int_eq(s[i].rc, 0);
+		close(sv[i][0]);
+		close(sv[i][1]);
+	}
+	ck_assert_int_eq(threads(), before);
+}
+END_TEST
+
+static void parker(void *arg)
+{
+	struct seen *s = arg;
+
+	s->self = fiber_self();
+	sem_post(&s->parked);
+	fiber_park();
+	sem_post(&s->done);
+}
+
+START_TEST(test_park_wake)
+{
+	struct seen s;
+
+	start_once();
+	ck_assert_ptr_null(fiber_self());	/* not a fiber: the test's thread */
+	seen_init(&s, -1, 0);
+	ck_assert_int_eq(fiber_spawn(parker, &s), 0);
+	sem_wait(&s.parked);
+	ck_assert_ptr_nonnull(s.self);
+	usleep(100000);
+	ck_assert_int_eq(sem_trywait(&s.done), -1);	/* parked until woken */
+	fiber_wake(s.self);
+	sem_wait(&s.done);
+}
+END_TEST
+
+static pthread_t call_thread;
+
+static int failing_call(void *arg)
+{
+	call_thread = pthread_self();
+	*(int *)arg = 42;
+	errno = EIO;
+	return -1;
+}
+
+static void blocker(void *arg)
+{
+	struct seen *s = arg;
+	int out = 0;
+
+	s->thread = pthread_self();
+	s->rc = fiber_blocking(failing_call, &out);
+	s->err = errno;
+	s->took = out;
+	sem_post(&s->done);
+}
+
+START_TEST(test_blocking)
+{
+	struct seen s;
+	int out = 0;
+
+	start_once();
+	seen_init(&s, -1, 0);
+	ck_assert_int_eq(fiber_spawn(blocker, &s), 0);
+	sem_wait(&s.done);
+	ck_assert_int_eq(s.rc, -1);
+	ck_assert_int_eq(s.err, EIO);
+	ck_assert_int_eq(s.took, 42);
+	ck_assert(!pthread_equal(call_thread, s.thread));	/* not on the loop */
+	/* outside a fiber: at once, on the caller's thread */
+	ck_assert_int_eq(fiber_blocking(failing_call, &out), -1);
+	ck_assert_int_eq(out, 42);
+	ck_assert(pthread_equal(call_thread, pthread_self()));
+}
+END_TEST
+
+static void quick(void *arg)
+{
+	sem_post(arg);
+}
+
+START_TEST(test_many_end)
+{
+	sem_t done;
+	int before;
+
+	start_once();
+	sem_init(&done, 0, 0);
+	before = threads();
+	for (int i = 0; i < 1000; i++) {	/* more than the stacks kept */
+		ck_assert_int_eq(fiber_spawn(quick, &done), 0);
+		if (i % 100 == 99)
+			for (int k = 0; k < 100; k++)
+				sem_wait(&done);
+	}
+	ck_assert_int_eq(threads(), before);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("fiber");
+	TCase *tc = tcase_create("fiber");
+
+	tcase_add_test(tc, test_wait_ready);
+	tcase_add_test(tc, test_wait_deadline);
+	tcase_add_test(tc, test_many_no_threads);
+	tcase_add_test(tc, test_park_wake);
+	tcase_add_test(tc, test_blocking);
+	tcase_add_test(tc, test_many_end);
+	tcase_set_timeout(tc, 30);
+	suite_add_tcase(s, tc);
+	return unit_run(s);
+}
