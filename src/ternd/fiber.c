@@ -4,13 +4,12 @@
  * A session is written as straight-line code that waits for its socket
  * (fiber_wait) and for the committer (fiber_park). Each runs as a fiber:
  * a stack of its own (FIBER_STACK bytes, as a session thread had, with a
- * guard page below it) switched to by getcontext(3) and setcontext on one of ternd's
- * event loops, one loop thread per online CPU. A waiting session costs
- * no thread: when its input arrives the loop switches to it in user
- * space. With a thread per session, each command of a client that does
- * not pipeline put a thread to sleep and woke it again, 12.7 context
- * switches per message with smtp-source; a loop busy with many sessions
- * finds one with input and goes on.
+ * guard page below it), switched to with getcontext(3) and setcontext on
+ * one of ternd's event loops, one loop thread per online CPU. A waiting
+ * session costs no thread: when its input arrives the loop switches to
+ * it in user space. With a thread per session, each command of a client
+ * that does not pipeline put a thread to sleep and woke it again (12.7
+ * context switches per message with smtp-source, measured).
  *
  * What a fiber must not do is block its thread for long: the sessions
  * of its loop would wait meanwhile. Sessions wait only through these
@@ -21,9 +20,11 @@
  *
  * A loop owns its fibers: only its thread switches to them, registers
  * their sockets in its epoll set (edge-triggered, once) and frees them.
- * Another thread hands a loop work through its list of fibers to run and
- * its eventfd: fiber_spawn (the listener) and fiber_wake (the committer,
- * for a session whose message is on disk).
+ * The loops also watch the listening sockets (fiber_watch): the loop
+ * woken accepts, and runs the new sessions itself. Another thread hands
+ * a loop work through its list of fibers to run and its eventfd:
+ * fiber_wake (the committer, for a session whose message is on disk; a
+ * helper, for a call done) and fiber_spawn from outside the loops.
  */
 #include "config.h"
 
@@ -53,6 +54,7 @@
 #define FIBER_STACK (256 * 1024)
 #define STACKS_KEPT 32		/* of ended sessions, for the next ones */
 #define LOOPS_MAX 16
+#define WATCHES_MAX 4		/* listening sockets */
 
 enum fiber_wait { F_RUN, F_FD, F_PARKED };
 
@@ -84,6 +86,8 @@ struct loop {
 	struct fiber *current;
 	struct fiber *all;		/* its fibers, for their deadlines */
 	struct fiber *dead;		/* ended: freed after the events at hand */
+	struct fiber *fresh;		/* spawned by this loop, not yet run */
+	long long again[WATCHES_MAX];	/* when a paused watch is watched again (0: not paused) */
 	pthread_mutex_t lock;
 	struct fiber *run, **run_tail;	/* handed to it by other threads */
 	int nfibers;			/* read by fiber_spawn to pick a loop */
@@ -97,6 +101,17 @@ struct loop {
 static struct loop loops[LOOPS_MAX];
 static int nloops;
 static __thread struct loop *self;
+
+/* Listening sockets every loop watches: fn accepts from one when it is
+ * readable (EPOLLEXCLUSIVE: one loop is woken, the first not busy). */
+static struct watch {
+	int fd;
+	int (*fn)(void *);		/* returns ms to pause, or 0 */
+	void *arg;
+	int on;				/* cleared by fiber_unwatch */
+	int calls;			/* of fn running now */
+} watches[WATCHES_MAX];
+static int nwatches;
 
 /* Stacks of ended fibers kept for the next: mapping and unmapping one
  * per session costs a TLB shootdown on every CPU ternd runs on. */
@@ -264,12 +279,53 @@ static struct fiber *take_run(struct loop *l)
 	return list;
 }
 
-/* expire - resume the fibers whose wait has passed its deadline; the
- * milliseconds to the next deadline, or -1 when none */
+/* watch_add - l watches listening socket w */
+static void watch_add(struct loop *l, struct watch *w)
+{
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = w};
+
+	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, w->fd, &ev) < 0)
+		log_fatal("session loop: cannot watch a listener: %s", strerror(errno));
+}
+
+/* watched - w's fn called on l; a pause it asks for takes w out of l's
+ * epoll set until then (expire puts it back) */
+static void watched(struct loop *l, struct watch *w)
+{
+	int pause = 0;
+
+	/* counted before on is read: fiber_unwatch clears on, then waits
+	 * for calls to be 0, so either this sees on cleared or it waits */
+	__atomic_add_fetch(&w->calls, 1, __ATOMIC_SEQ_CST);
+	if (!__atomic_load_n(&w->on, __ATOMIC_SEQ_CST))
+		/* fiber_unwatch took it out (a stale event), or it came back
+		 * from a pause as fiber_unwatch ran */
+		epoll_ctl(l->epfd, EPOLL_CTL_DEL, w->fd, NULL);
+	else if ((pause = w->fn(w->arg)) > 0)
+		epoll_ctl(l->epfd, EPOLL_CTL_DEL, w->fd, NULL);
+	__atomic_sub_fetch(&w->calls, 1, __ATOMIC_SEQ_CST);
+	if (pause > 0)
+		l->again[w - watches] = ms_now() + pause;
+}
+
+/* expire - resume the fibers whose wait has passed its deadline, watch
+ * again what was paused; the milliseconds to the next deadline, or -1
+ * when none */
 static int expire(struct loop *l)
 {
 	long long now = ms_now(), next = -1;
 	struct fiber *f, *after;
+
+	for (int i = 0; i < nwatches; i++) {
+		if (l->again[i] == 0)
+			continue;
+		if (l->again[i] <= now) {
+			l->again[i] = 0;
+			if (__atomic_load_n(&watches[i].on, __ATOMIC_ACQUIRE))
+				watch_add(l, &watches[i]);
+		} else if (next < 0 || l->again[i] - now < next)
+			next = l->again[i] - now;
+	}
 
 	for (f = l->all; f != NULL; f = after) {
 		after = f->next_all;
@@ -285,6 +341,25 @@ static int expire(struct loop *l)
 	return next < 0 ? -1 : (int)(next > 60000 ? 60000 : next);
 }
 
+/* run_list - run fibers handed to l, and those it started: a new one is
+ * linked among its fibers first */
+static void run_list(struct loop *l, struct fiber *f)
+{
+	struct fiber *next;
+
+	for (; f != NULL; f = next) {
+		next = f->next;
+		if (!f->started) {
+			f->started = 1;
+			if ((f->next_all = l->all) != NULL)
+				l->all->prev_all = f;
+			l->all = f;
+		}
+		f->wait = F_RUN;
+		switch_to(l, f);
+	}
+}
+
 /* loop_run - a loop's thread */
 static void *loop_run(void *arg)
 {
@@ -295,24 +370,21 @@ static void *loop_run(void *arg)
 	for (;;) {
 		int n, timeout = expire(l);
 
+		if (l->fresh != NULL)
+			timeout = 0;	/* started by a fiber expire resumed */
+
 		n = epoll_wait(l->epfd, ev, 64, timeout);
 		if (n < 0 && errno != EINTR)
 			log_fatal("session loop: epoll_wait: %s", strerror(errno));
 		for (int i = 0; i < n; i++) {
-			struct fiber *f = ev[i].data.ptr, *next;
+			struct fiber *f = ev[i].data.ptr;
 
 			if (f == NULL) {
-				for (f = take_run(l); f != NULL; f = next) {
-					next = f->next;
-					if (!f->started) {
-						f->started = 1;
-						if ((f->next_all = l->all) != NULL)
-							l->all->prev_all = f;
-						l->all = f;
-					}
-					f->wait = F_RUN;
-					switch_to(l, f);
-				}
+				run_list(l, take_run(l));
+				continue;
+			}
+			if ((void *)f >= (void *)watches && (void *)f < (void *)(watches + WATCHES_MAX)) {
+				watched(l, (struct watch *)(void *)f);
 				continue;
 			}
 			/* an edge while it waits for something else is stale:
@@ -322,6 +394,12 @@ static void *loop_run(void *arg)
 				f->wait = F_RUN;
 				switch_to(l, f);
 			}
+		}
+		while (l->fresh != NULL) {	/* the sessions this loop started */
+			struct fiber *fresh = l->fresh;
+
+			l->fresh = NULL;
+			run_list(l, fresh);
 		}
 		bury(l);
 	}
@@ -381,7 +459,12 @@ void fiber_start(void)
 		    || (l->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0
 		    || epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->evfd, &ev) < 0)
 			log_fatal("cannot start a session loop: %s", strerror(errno));
-		if (pthread_create(&l->thread, NULL, loop_run, l) != 0
+	}
+	/* all set up before any runs: a loop may hand a session to another */
+	for (int i = 0; i < nloops; i++) {
+		for (int k = 0; k < nwatches; k++)
+			watch_add(&loops[i], &watches[k]);
+		if (pthread_create(&loops[i].thread, NULL, loop_run, &loops[i]) != 0
 		    || pthread_create(&tid, NULL, helper, NULL) != 0)
 			log_fatal("cannot start a session loop thread");
 	}
@@ -398,8 +481,36 @@ static void make_context(struct fiber *f, void *stack)
 	makecontext(&f->ctx, trampoline, 0);
 }
 
-/* fiber_spawn - run fn(arg) as a fiber on the loop with the fewest; -1
- * when its stack cannot be had */
+/* fiber_watch - before fiber_start: have the loops call fn(arg) when
+ * the listening socket fd is readable; fn accepts without blocking and
+ * returns 0, or how many milliseconds this loop should leave fd alone
+ * (accept failed for want of descriptors or memory) */
+void fiber_watch(int fd, int (*fn)(void *), void *arg)
+{
+	if (nwatches == WATCHES_MAX)
+		log_fatal("session loops: too many listeners");
+	watches[nwatches++] = (struct watch){.fd = fd, .fn = fn, .arg = arg, .on = 1};
+}
+
+/* fiber_unwatch - no loop calls fd's fn once this returns (it waits
+ * for a call running). fd must stay open until exit: a loop may still
+ * hold an event for it, and must not find another socket under its
+ * number. Not from a loop. */
+void fiber_unwatch(int fd)
+{
+	for (int i = 0; i < nwatches; i++)
+		if (watches[i].fd == fd) {
+			__atomic_store_n(&watches[i].on, 0, __ATOMIC_SEQ_CST);
+			for (int k = 0; k < nloops; k++)
+				epoll_ctl(loops[k].epfd, EPOLL_CTL_DEL, fd, NULL);
+			while (__atomic_load_n(&watches[i].calls, __ATOMIC_SEQ_CST) > 0)
+				usleep(1000);	/* a burst of accepts: microseconds */
+		}
+}
+
+/* fiber_spawn - run fn(arg) as a fiber on the loop with the fewest,
+ * this one on a tie when a loop's watch calls it; -1 when its stack
+ * cannot be had */
 int fiber_spawn(void (*fn)(void *), void *arg)
 {
 	struct loop *l = &loops[0];
@@ -408,7 +519,9 @@ int fiber_spawn(void (*fn)(void *), void *arg)
 
 	if (map == NULL)
 		return -1;
-	for (int i = 1; i < nloops; i++)
+	if (self != NULL)
+		l = self;	/* on a tie: no hand-off */
+	for (int i = 0; i < nloops; i++)
 		if (__atomic_load_n(&loops[i].nfibers, __ATOMIC_RELAXED)
 		    < __atomic_load_n(&l->nfibers, __ATOMIC_RELAXED))
 			l = &loops[i];
@@ -420,7 +533,11 @@ int fiber_spawn(void (*fn)(void *), void *arg)
 	f->fd = -1;
 	make_context(f, (char *)map + getpagesize());
 	__atomic_add_fetch(&l->nfibers, 1, __ATOMIC_RELAXED);
-	hand(l, f);	/* the loop links it among its own when it first runs it */
+	if (l == self) {	/* run when the watch's call returns */
+		f->next = l->fresh;
+		l->fresh = f;
+	} else
+		hand(l, f);	/* the loop links it among its own when it first runs it */
 	return 0;
 }
 

@@ -6,6 +6,8 @@
 
 struct fiber;
 
+void fiber_watch(int fd, int (*fn)(void *), void *arg);
+void fiber_unwatch(int fd);
 void fiber_start(void);
 int fiber_spawn(void (*fn)(void *), void *arg);
 struct fiber *fiber_self(void);

@@ -4,13 +4,16 @@
  * (beyond: 421 4.3.2). Clients on inet listeners must come from
  * inbound_networks: ternd is never an open relay.
  *
- * Each session runs as a fiber on one of the session loops (fiber.c):
- * a connection costs a stack, not a thread.
+ * The session loops (fiber.c) accept: whichever is free first takes a
+ * new connection and runs its session as a fiber, so a connection costs
+ * a stack, not a thread, and no thread waits in accept().
  */
 #include "config.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -23,10 +26,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fiber.h"
 #include "listen.h"
 #include "log.h"
 #include "privs.h"
+#include "ratelimit.h"
 #include "session.h"
 #include "ternd.h"
 #include "xalloc.h"
@@ -37,11 +42,12 @@ struct listener {
 	int lmtp;
 	int unix_socket;
 	char name[128];
-	pthread_t thread;
 };
 
 static struct listener listeners[2];
 static int nlisteners;
+
+#define ACCEPT_BURST 16	/* connections taken per call, so sessions are served between */
 
 struct conn {
 	struct listener *l;
@@ -137,12 +143,31 @@ static void refuse(int fd, const char *text)
 	close(fd);
 }
 
-/* accept_loop - a listener's thread */
-static void *accept_loop(void *arg)
+/* accept_warnings - one a second per listener, whichever loop meets it */
+static struct ratelimit accept_warnings = RATELIMIT_INIT;
+
+/* accept_retry - accept(2) failed for this connection alone: take the
+ * next (Linux passes a pending network error of the new connection on) */
+static int accept_retry(int err)
+{
+	switch (err) {
+	case EINTR: case ECONNABORTED: case ENETDOWN: case EPROTO: case ENOPROTOOPT:
+	case EHOSTDOWN: case ENONET: case EHOSTUNREACH: case EOPNOTSUPP: case ENETUNREACH:
+	case EPERM:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* accept_ready - a session loop found l's socket readable: take up to
+ * ACCEPT_BURST connections; 0, or the milliseconds this loop should
+ * leave the socket alone (no descriptor or memory to take one) */
+static int accept_ready(void *arg)
 {
 	struct listener *l = arg;
 
-	for (;;) {
+	for (int taken = 0; taken < ACCEPT_BURST; taken++) {
 		struct sockaddr_storage ss;
 		socklen_t sslen = sizeof(ss);
 		char addr[INET6_ADDRSTRLEN] = "local", msg[160];
@@ -150,13 +175,16 @@ static void *accept_loop(void *arg)
 		int fd = accept4(l->fd, (struct sockaddr *)&ss, &sslen, SOCK_CLOEXEC), one = 1, busy;
 
 		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
+			uint64_t held;
+
+			if (accept_retry(errno))
 				continue;
-			if (errno == EBADF || errno == EINVAL || errno == ENOTSOCK)
-				break;	/* shut down: stopping */
-			log_warning("%s: accept: %s", l->name, strerror(errno));
-			usleep(100000);
-			continue;
+			if (errno == EAGAIN || errno == EINVAL)
+				return 0;	/* none waits, or shut down: stopping */
+			if (ratelimit_pass(&accept_warnings, l->name, now_us(), 1000000, &held))
+				log_warning("%s: accept: %s (%" PRIu64 " more since the last warning)",
+					    l->name, strerror(errno), held);
+			return 100;	/* EMFILE, ENFILE, ENOBUFS, ENOMEM: this loop waits */
 		}
 		if (!l->unix_socket) {
 			const void *a = ss.ss_family == AF_INET6
@@ -206,7 +234,7 @@ static void *accept_loop(void *arg)
 			pthread_mutex_unlock(&ternd.lock);
 		}
 	}
-	return NULL;
+	return 0;	/* more may wait: the loops are told again */
 }
 
 /* listen_setup - open the configured listeners (as root, before dropping) */
@@ -234,22 +262,25 @@ void listen_setup(void)
 		log_fatal_status(2, "both lmtp_listen and smtp_listen are empty: nothing to do");
 }
 
-/* listen_start - start accepting */
+/* listen_start - start accepting, on the session loops */
 void listen_start(void)
 {
+	for (int i = 0; i < nlisteners; i++) {
+		if (fcntl(listeners[i].fd, F_SETFL, O_NONBLOCK) < 0)
+			log_fatal("%s: %s", listeners[i].name, strerror(errno));
+		fiber_watch(listeners[i].fd, accept_ready, &listeners[i]);
+	}
 	fiber_start();
-	for (int i = 0; i < nlisteners; i++)
-		if (pthread_create(&listeners[i].thread, NULL, accept_loop, &listeners[i]) != 0)
-			log_fatal("cannot start a listener thread");
 }
 
-/* listen_stop - stop accepting; sessions in progress go on */
+/* listen_stop - stop accepting; sessions in progress go on. A new client
+ * is refused at once (shutdown); the descriptor stays open until exit,
+ * as fiber_unwatch wants. */
 void listen_stop(void)
 {
 	for (int i = 0; i < nlisteners; i++) {
-		shutdown(listeners[i].fd, SHUT_RDWR);	/* wakes accept() */
-		pthread_join(listeners[i].thread, NULL);
-		close(listeners[i].fd);
+		fiber_unwatch(listeners[i].fd);
+		shutdown(listeners[i].fd, SHUT_RDWR);
 	}
 	nlisteners = 0;
 }

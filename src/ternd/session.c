@@ -234,12 +234,21 @@ static char *read_line(struct session *s, size_t *len)
 	}
 }
 
+/* own_remove - close and remove a partial own file (fiber_blocking:
+ * freeing a large file's blocks may wait for the file system's journal) */
+static int own_remove(void *arg)
+{
+	struct session *s = arg;
+
+	close(s->own_fd);
+	return spool_own_remove(ternd.spool, s->msg.qid);
+}
+
 /* txn_reset - forget the transaction; remove a partial own file */
 static void txn_reset(struct session *s)
 {
 	if (s->own_fd >= 0) {
-		close(s->own_fd);
-		spool_own_remove(ternd.spool, s->msg.qid);
+		fiber_blocking(own_remove, s);
 		s->own_fd = -1;
 	}
 	q_msg_clear(&s->msg);

@@ -4,7 +4,9 @@
  * ETIMEDOUT; many waiting fibers take no thread of their own; a parked
  * fiber resumes when another thread wakes it; fiber_blocking runs its
  * call on another thread and hands back its result and errno; ended
- * fibers leave nothing running.
+ * fibers leave nothing running; a watched listening socket is accepted
+ * from on a loop, the sessions it starts there run and wait for their
+ * socket more than once, and none is accepted once it is unwatched.
  */
 #include "config.h"
 
@@ -13,7 +15,11 @@
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -34,14 +40,93 @@ struct seen {
 	sem_t parked;
 };
 
+/* the listening socket the loops watch, and what its watch saw */
+static int listener = -1;
+static int accepted;
+static pthread_t accept_thread;
+
+/* echo - a session of the watched listener: send back each of two
+ * bytes, each after a wait of its own (the socket registered once) */
+static void echo(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	char c;
+
+	for (int i = 0; i < 2; i++) {
+		while (recv(fd, &c, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN)
+			if (fiber_wait(fd, POLLIN, ms_now() + 5000) < 0)
+				goto out;
+		if (send(fd, &c, 1, MSG_NOSIGNAL) != 1)
+			break;
+	}
+out:
+	close(fd);
+}
+
+static int on_accept(void *arg)
+{
+	int fd;
+
+	(void)arg;
+	while ((fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+		accept_thread = pthread_self();
+		__atomic_add_fetch(&accepted, 1, __ATOMIC_RELEASE);
+		ck_assert_int_eq(fiber_spawn(echo, (void *)(intptr_t)fd), 0);
+	}
+	return 0;
+}
+
+/* echoed - send c on fd and read it back within 5 s */
+static int echoed(int fd, char c)
+{
+	struct pollfd p = {fd, POLLIN, 0};
+	char back = 0;
+
+	return send(fd, &c, 1, MSG_NOSIGNAL) == 1 && poll(&p, 1, 5000) == 1
+		&& recv(fd, &back, 1, 0) == 1 && back == c;
+}
+
+static struct sockaddr_un listener_addr(void)
+{
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+
+	/* abstract: nothing in the file system to clean up */
+	snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1, "tern-check-fiber-%ld", (long)getpid());
+	return sun;
+}
+
 static void start_once(void)
 {
 	static int started;
 
 	if (!started) {
+		struct sockaddr_un sun = listener_addr();
+
+		listener = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		ck_assert_int_eq(bind(listener, (struct sockaddr *)&sun, sizeof(sun)), 0);
+		ck_assert_int_eq(listen(listener, 16), 0);
+		fiber_watch(listener, on_accept, NULL);
 		fiber_start();
 		started = 1;
 	}
+}
+
+/* client - connect to the watched listener */
+static int client(void)
+{
+	struct sockaddr_un sun = listener_addr();
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	return fd;
+}
+
+/* accepted_by - wait up to 5 s for n accepted in all */
+static int accepted_by(int n)
+{
+	for (int i = 0; i < 500 && __atomic_load_n(&accepted, __ATOMIC_ACQUIRE) < n; i++)
+		usleep(10000);
+	return __atomic_load_n(&accepted, __ATOMIC_ACQUIRE);
 }
 
 /* threads - how many threads this process has */
@@ -238,6 +323,31 @@ START_TEST(test_many_end)
 }
 END_TEST
 
+START_TEST(test_watch)
+{
+	int fds[4];
+
+	start_once();
+	for (int i = 0; i < 3; i++)
+		fds[i] = client();
+	ck_assert_int_eq(accepted_by(3), 3);
+	ck_assert(!pthread_equal(accept_thread, pthread_self()));	/* on a loop */
+	/* the sessions the watch started run, and wait for their socket twice */
+	for (int i = 0; i < 3; i++) {
+		usleep(50000);	/* each fiber is waiting before its byte comes */
+		ck_assert(echoed(fds[i], 'a'));
+		usleep(50000);
+		ck_assert(echoed(fds[i], 'b'));
+	}
+	fiber_unwatch(listener);
+	fds[3] = client();	/* waits in the backlog: no loop accepts it */
+	usleep(300000);
+	ck_assert_int_eq(__atomic_load_n(&accepted, __ATOMIC_ACQUIRE), 3);
+	for (int i = 0; i < 4; i++)
+		close(fds[i]);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("fiber");
@@ -249,6 +359,7 @@ int main(void)
 	tcase_add_test(tc, test_park_wake);
 	tcase_add_test(tc, test_blocking);
 	tcase_add_test(tc, test_many_end);
+	tcase_add_test(tc, test_watch);	/* last: it unwatches (for CK_FORK=no) */
 	tcase_set_timeout(tc, 30);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
