@@ -406,17 +406,22 @@ static void *loop_run(void *arg)
 	return NULL;
 }
 
-/* hand - give f to loop l to run (any thread) */
+/* hand - give f to loop l to run (any thread). Only the first fiber on
+ * an empty list signals the eventfd: take_run reads the eventfd before
+ * it takes the list, so a list that holds fibers always has a signal
+ * pending or a take_run about to take it. */
 static void hand(struct loop *l, struct fiber *f)
 {
 	uint64_t one = 1;
+	int first;
 
 	pthread_mutex_lock(&l->lock);
+	first = l->run == NULL;
 	f->next = NULL;
 	*l->run_tail = f;
 	l->run_tail = &f->next;
 	pthread_mutex_unlock(&l->lock);
-	if (write(l->evfd, &one, sizeof(one)) < 0)
+	if (first && write(l->evfd, &one, sizeof(one)) < 0)
 		(void)0;	/* the counter is full: the loop is awake already */
 }
 

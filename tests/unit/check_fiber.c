@@ -2,7 +2,8 @@
  * check_fiber - ternd's session loops: a fiber waiting for its socket
  * resumes when input comes and times out at its deadline, with
  * ETIMEDOUT; many waiting fibers take no thread of their own; a parked
- * fiber resumes when another thread wakes it; fiber_blocking runs its
+ * fiber resumes when another thread wakes it, and none of many woken at
+ * once from two threads is lost; fiber_blocking runs its
  * call on another thread and hands back its result and errno; ended
  * fibers leave nothing running; a watched listening socket is accepted
  * from on a loop, the sessions it starts there run and wait for their
@@ -258,6 +259,54 @@ START_TEST(test_park_wake)
 }
 END_TEST
 
+/* What a waker thread wakes: parked fibers from..to. */
+struct wakes {
+	struct seen *s;
+	int from, to;
+};
+
+static void *waker(void *arg)
+{
+	struct wakes *w = arg;
+
+	for (int i = w->from; i < w->to; i++)
+		fiber_wake(w->s[i].self);
+	return NULL;
+}
+
+/* Two threads wake 200 parked fibers at once, round after round: none
+ * is left parked (a hand-off that signals the loop only for the first
+ * fiber of its list must not lose one). */
+START_TEST(test_wake_burst)
+{
+	static struct seen s[MANY];
+
+	start_once();
+	for (int round = 0; round < 20; round++) {
+		struct wakes w[2] = {{s, 0, MANY / 2}, {s, MANY / 2, MANY}};
+		pthread_t t[2];
+
+		for (int i = 0; i < MANY; i++) {
+			seen_init(&s[i], -1, 0);
+			ck_assert_int_eq(fiber_spawn(parker, &s[i]), 0);
+		}
+		for (int i = 0; i < MANY; i++)
+			sem_wait(&s[i].parked);
+		for (int k = 0; k < 2; k++)
+			ck_assert_int_eq(pthread_create(&t[k], NULL, waker, &w[k]), 0);
+		for (int k = 0; k < 2; k++)
+			pthread_join(t[k], NULL);
+		for (int i = 0; i < MANY; i++) {
+			struct timespec until;
+
+			clock_deadline(&until, 10000);
+			ck_assert_msg(sem_timedwait(&s[i].done, &until) == 0,
+				      "round %d: fiber %d never resumed", round, i);
+		}
+	}
+}
+END_TEST
+
 static pthread_t call_thread;
 
 static int failing_call(void *arg)
@@ -357,6 +406,7 @@ int main(void)
 	tcase_add_test(tc, test_wait_deadline);
 	tcase_add_test(tc, test_many_no_threads);
 	tcase_add_test(tc, test_park_wake);
+	tcase_add_test(tc, test_wake_burst);
 	tcase_add_test(tc, test_blocking);
 	tcase_add_test(tc, test_many_end);
 	tcase_add_test(tc, test_watch);	/* last: it unwatches (for CK_FORK=no) */
