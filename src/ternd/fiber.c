@@ -65,11 +65,10 @@ struct fiber {
 	void (*fn)(void *);
 	void *arg;
 	enum fiber_wait wait;
-	int fd;				/* F_FD: waited for */
+	int fd;				/* in the loop's epoll set (-1: none yet) */
 	uint32_t events;		/* F_FD: EPOLLIN or EPOLLOUT */
 	long long deadline;		/* F_FD: ms_now() time */
 	int timed_out;
-	int registered;			/* the fd in the loop's epoll set */
 	int started;			/* linked among the loop's fibers */
 	int done;
 	struct fiber *next;		/* on the loop's run list */
@@ -565,15 +564,14 @@ int fiber_wait(int fd, short events, long long deadline)
 		errno = ETIMEDOUT;
 		return -1;
 	}
-	if (!f->registered || f->fd != fd) {
+	if (f->fd != fd) {	/* a session waits for one socket: added once */
 		struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
 					 .data.ptr = f};
 
 		if (epoll_ctl(f->loop->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
 			return -1;
-		f->registered = 1;
+		f->fd = fd;
 	}
-	f->fd = fd;
 	f->events = (events & POLLIN ? EPOLLIN | EPOLLRDHUP : 0) | (events & POLLOUT ? EPOLLOUT : 0);
 	f->deadline = deadline;
 	f->timed_out = 0;
