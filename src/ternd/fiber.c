@@ -29,6 +29,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -87,6 +88,7 @@ struct loop {
 	struct fiber *dead;		/* ended: freed after the events at hand */
 	struct fiber *fresh;		/* spawned by this loop, not yet run */
 	long long again[WATCHES_MAX];	/* when a paused watch is watched again (0: not paused) */
+	long long due;			/* no waiting fiber's deadline is before it */
 	pthread_mutex_t lock;
 	struct fiber *run, **run_tail;	/* handed to it by other threads */
 	int nfibers;			/* read by fiber_spawn to pick a loop */
@@ -309,7 +311,9 @@ static void watched(struct loop *l, struct watch *w)
 
 /* expire - resume the fibers whose wait has passed its deadline, watch
  * again what was paused; the milliseconds to the next deadline, or -1
- * when none */
+ * when none. The fibers are walked only once l->due has come: a wait
+ * lowers it to its deadline, and a wait that ended early leaves it
+ * earlier than it need be, so a walk comes too soon, never too late. */
 static int expire(struct loop *l)
 {
 	long long now = ms_now(), next = -1;
@@ -326,17 +330,22 @@ static int expire(struct loop *l)
 			next = l->again[i] - now;
 	}
 
-	for (f = l->all; f != NULL; f = after) {
-		after = f->next_all;
-		if (f->wait != F_FD)
-			continue;
-		if (f->deadline <= now) {
-			f->timed_out = 1;
-			f->wait = F_RUN;
-			switch_to(l, f);
-		} else if (next < 0 || f->deadline - now < next)
-			next = f->deadline - now;
+	if (l->due <= now) {
+		l->due = LLONG_MAX;	/* a fiber resumed here that waits again lowers it */
+		for (f = l->all; f != NULL; f = after) {
+			after = f->next_all;
+			if (f->wait != F_FD)
+				continue;
+			if (f->deadline <= now) {
+				f->timed_out = 1;
+				f->wait = F_RUN;
+				switch_to(l, f);
+			} else if (f->deadline < l->due)
+				l->due = f->deadline;
+		}
 	}
+	if (l->due != LLONG_MAX && (next < 0 || l->due - now < next))
+		next = l->due - now;
 	return next < 0 ? -1 : (int)(next > 60000 ? 60000 : next);
 }
 
@@ -574,6 +583,8 @@ int fiber_wait(int fd, short events, long long deadline)
 	}
 	f->events = (events & POLLIN ? EPOLLIN | EPOLLRDHUP : 0) | (events & POLLOUT ? EPOLLOUT : 0);
 	f->deadline = deadline;
+	if (deadline < f->loop->due)
+		f->loop->due = deadline;
 	f->timed_out = 0;
 	f->wait = F_FD;
 	to_loop(f);

@@ -1,7 +1,7 @@
 /*
  * check_fiber - ternd's session loops: a fiber waiting for its socket
  * resumes when input comes and times out at its deadline, with
- * ETIMEDOUT; many waiting fibers take no thread of their own; a parked
+ * ETIMEDOUT, also when other fibers of its loop wait longer; many waiting fibers take no thread of their own; a parked
  * fiber resumes when another thread wakes it, and none of many woken at
  * once from two threads is lost; fiber_blocking runs its
  * call on another thread and hands back its result and errno; ended
@@ -203,6 +203,39 @@ START_TEST(test_wait_deadline)
 	ck_assert_int_lt(s.took, 5000);
 	close(sv[0]);
 	close(sv[1]);
+}
+END_TEST
+
+/* A wait with a deadline earlier than those its loop has already counted
+ * still times out on time: 10 fibers wait 20 s, then one 200 ms. */
+START_TEST(test_deadline_sooner)
+{
+	static struct seen s[11];
+	static int sv[11][2];
+
+	start_once();
+	for (int i = 0; i < 11; i++) {
+		ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv[i]), 0);
+		seen_init(&s[i], sv[i][0], ms_now() + (i < 10 ? 20000 : 200));
+		ck_assert_int_eq(fiber_spawn(waiter, &s[i]), 0);
+		if (i == 9)
+			usleep(100000);	/* the loops idle with 20 s to go */
+	}
+	sem_wait(&s[10].done);
+	ck_assert_int_eq(s[10].rc, -1);
+	ck_assert_int_eq(s[10].err, ETIMEDOUT);
+	ck_assert_int_ge(s[10].took, 190);
+	ck_assert_int_lt(s[10].took, 5000);
+	for (int i = 0; i < 10; i++) {
+		ck_assert_int_eq(sem_trywait(&s[i].done), -1);	/* still waiting */
+		ck_assert_int_eq(write(sv[i][1], "x", 1), 1);
+		sem_wait(&s[i].done);
+		ck_assert_int_eq(s[i].rc, 0);
+	}
+	for (int i = 0; i < 11; i++) {
+		close(sv[i][0]);
+		close(sv[i][1]);
+	}
 }
 END_TEST
 
@@ -423,6 +456,7 @@ int main(void)
 
 	tcase_add_test(tc, test_wait_ready);
 	tcase_add_test(tc, test_wait_deadline);
+	tcase_add_test(tc, test_deadline_sooner);
 	tcase_add_test(tc, test_many_no_threads);
 	tcase_add_test(tc, test_park_wake);
 	tcase_add_test(tc, test_wake_burst);
