@@ -562,13 +562,18 @@ struct fiber *fiber_self(void)
 
 /* fiber_wait - as deadline_wait: wait for events on fd until the
  * deadline; 0 ready (or woken: the caller tries its I/O again), -1 with
- * ETIMEDOUT when it passed. Outside a fiber it is deadline_wait. */
+ * ETIMEDOUT when it passed, EBADF for no fd. Outside a fiber it is
+ * deadline_wait. */
 int fiber_wait(int fd, short events, long long deadline)
 {
 	struct fiber *f = fiber_self();
 
 	if (f == NULL)
 		return deadline_wait(fd, events, deadline);
+	if (fd < 0) {
+		errno = EBADF;
+		return -1;
+	}
 	if (deadline <= ms_now()) {
 		errno = ETIMEDOUT;
 		return -1;
