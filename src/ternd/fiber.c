@@ -53,7 +53,6 @@
 #include "xalloc.h"
 
 #define FIBER_STACK (256 * 1024)
-#define STACKS_KEPT 32		/* of ended sessions, for the next ones */
 #define LOOPS_MAX 16
 #define WATCHES_MAX 4		/* listening sockets */
 
@@ -118,7 +117,7 @@ static int nwatches;
  * per session costs a TLB shootdown on every CPU ternd runs on. */
 static struct {
 	pthread_mutex_t lock;
-	void *kept[STACKS_KEPT];
+	void *kept[FIBER_STACKS_KEPT];
 	int n;
 } stacks = {PTHREAD_MUTEX_INITIALIZER, {NULL}, 0};
 
@@ -213,7 +212,7 @@ static void stack_put(void *map)
 	__asan_unpoison_memory_region((char *)map + page, FIBER_STACK);
 #endif
 	pthread_mutex_lock(&stacks.lock);
-	if (stacks.n < STACKS_KEPT) {
+	if (stacks.n < FIBER_STACKS_KEPT) {
 		stacks.kept[stacks.n++] = map;
 		kept = 1;
 	}

@@ -6,6 +6,8 @@
 
 struct fiber;
 
+#define FIBER_STACKS_KEPT 32	/* stacks of ended fibers kept for the next */
+
 void fiber_watch(int fd, int (*fn)(void *), void *arg);
 void fiber_unwatch(int fd);
 void fiber_start(void);
