@@ -168,7 +168,7 @@ static int wait_for_sessions(long long timeout_ms)
 	clock_deadline(&deadline, timeout_ms);
 	pthread_mutex_lock(&milter_lock);
 	while (milter_sessions > 0)
-		if (pthread_cond_timedwait(&milter_idle, &milter_lock, &deadline) == ETIMEDOUT)
+		if (clock_cond_wait(&milter_idle, &milter_lock, &deadline) == ETIMEDOUT)
 			break;
 	left = milter_sessions;
 	pthread_mutex_unlock(&milter_lock);

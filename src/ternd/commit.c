@@ -259,7 +259,7 @@ static size_t take_batch(struct job **jobs, size_t max, int *stop)
 				pthread_mutex_unlock(&stage.lock);
 			}
 			clock_deadline(&t, ms);
-			if (pthread_cond_timedwait(&ternd.work, &ternd.lock, &t) == ETIMEDOUT)
+			if (clock_cond_wait(&ternd.work, &ternd.lock, &t) == ETIMEDOUT)
 				break;
 		}
 		if (time(NULL) - last_reader_check >= 60) {
@@ -561,7 +561,7 @@ static void lag_wait(void)
 
 		clock_deadline(&t, appender_idle ? 1 + COMMIT_IDLE_US / 1000
 			       : 1 + (long long)((COMMIT_LAG_US - waited) / 1000));
-		pthread_cond_timedwait(&stage.cond, &stage.lock, &t);
+		clock_cond_wait(&stage.cond, &stage.lock, &t);
 	}
 }
 
@@ -638,12 +638,12 @@ static void *writer_main(void *arg)
 			struct timespec t;
 
 			clock_deadline(&t, HIST_INDEX_QUIET_MS);
-			quiet = pthread_cond_timedwait(&stage.cond, &stage.lock, &t) == ETIMEDOUT;
+			quiet = clock_cond_wait(&stage.cond, &stage.lock, &t) == ETIMEDOUT;
 		} else if (wal_pending() && stage.nwaiting == 0 && !stage.closed) {
 			struct timespec t;	/* the log waits for its replay: once a second */
 
 			clock_deadline(&t, 1000);
-			pthread_cond_timedwait(&stage.cond, &stage.lock, &t);
+			clock_cond_wait(&stage.cond, &stage.lock, &t);
 		} else {
 			stage_wait(stage.nwaiting > 0 || stage.closed);
 		}

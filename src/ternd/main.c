@@ -173,7 +173,7 @@ static int drain(void)
 	clock_deadline(&deadline, 10000);
 	pthread_mutex_lock(&ternd.lock);
 	while (ternd.sessions > 0)
-		if (pthread_cond_timedwait(&ternd.ended, &ternd.lock, &deadline) == ETIMEDOUT)
+		if (clock_cond_wait(&ternd.ended, &ternd.lock, &deadline) == ETIMEDOUT)
 			break;
 	left = ternd.sessions;
 	if (left > 0)

@@ -604,7 +604,7 @@ static void *relay_worker(void *arg)
 		rt->conn[wa->index] = c.fd >= 0;	/* for ternq peers: idle, or none */
 		clock_deadline(&t, 1000);
 		while (rt->q.count == 0 && !relay_stopping() && !idle)
-			idle = pthread_cond_timedwait(&rt->ready, &rt->lock, &t) == ETIMEDOUT;
+			idle = clock_cond_wait(&rt->ready, &rt->lock, &t) == ETIMEDOUT;
 		if (relay_stopping() && rt->q.count == 0) {
 			pthread_mutex_unlock(&rt->lock);
 			break;

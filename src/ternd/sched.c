@@ -260,7 +260,7 @@ static void *sched_main(void *arg)
 		pthread_mutex_lock(&sched.lock);
 		clock_deadline(&t, 1000);
 		while (!sched.kicked && !sched.more && !relay_stopping())
-			if (pthread_cond_timedwait(&sched.wake, &sched.lock, &t) == ETIMEDOUT)
+			if (clock_cond_wait(&sched.wake, &sched.lock, &t) == ETIMEDOUT)
 				break;
 		sched.kicked = 0;
 		if (relay_stopping()) {
