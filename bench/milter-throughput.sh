@@ -9,6 +9,9 @@
 #     postfix   no milter
 #     null      bench/null-milter: adds one header field, nothing else (the
 #               floor a libmilter milter costs; its header comment says how)
+#     null-steps bench/null-milter -s: the same, but taking tern-milter's
+#               protocol steps, actions and macros (the floor of what
+#               tern-milter's checks ask of Postfix)
 #     opendkim  OpenDKIM signing every message (rsa-sha256, a 2048-bit key
 #               made for the run, relaxed/simple)
 #     tern      tern-milter with its default checks and trace signing
@@ -37,7 +40,8 @@
 # Environment (defaults in brackets):
 #     MESSAGES [20000]  messages per run      SESSIONS [20]  parallel sessions
 #     SIZE [10240]      payload bytes/message ROUNDS [3]     rounds of all variants
-#     VARIANTS ["postfix null opendkim tern"]  which to run, in round 1's order
+#     VARIANTS ["postfix null null-steps opendkim tern"]  which to run, in
+#                       round 1's order
 #     WARMUP [500]      untimed, checked messages per milter variant (0: none)
 #     BENCH_TMPDIR [/dev/shm if present, else $TMPDIR or /tmp]  where the
 #                       Postfix queue lives; /dev/shm (tmpfs) keeps disk
@@ -53,7 +57,7 @@
 # Output: the exact command, environment facts, one line per run and a
 # summary: median msgs/s per variant, its ratio to Postfix alone, median
 # milter CPU per message, and tern/null (targets: >= 0.95 msgs/s, <= 0.5 ms
-# CPU per message). Not a test: it prints no TAP and exits non-zero only
+# CPU per message); tern/null-steps is reported beside it. Not a test: it prints no TAP and exits non-zero only
 # if a run fails (lost mail, a milter that did not do its job).
 set -u
 
@@ -72,7 +76,7 @@ ROUNDS=${ROUNDS:-3}
 WARMUP=${WARMUP:-500}
 RUN_TIMEOUT=${RUN_TIMEOUT:-900}
 MILTER_SOCKET=${MILTER_SOCKET:-inet}
-VARIANTS=${VARIANTS:-postfix null opendkim tern}
+VARIANTS=${VARIANTS:-postfix null null-steps opendkim tern}
 tern_bin=${TERN_MILTER:-$(built src/milter/tern-milter)}
 null_bin=${NULL_MILTER:-$(built bench/null-milter)}
 tern_b_bin=${TERN_MILTER_B:-}
@@ -98,14 +102,14 @@ read -r -a variants <<<"$VARIANTS"
 for v in "${variants[@]}"; do
 	case $v in
 	postfix) ;;
-	null) [ -x "$null_bin" ] || die "bench/null-milter not built (make -j2, or set NULL_MILTER)" ;;
+	null | null-steps) [ -x "$null_bin" ] || die "bench/null-milter not built (make -j2, or set NULL_MILTER)" ;;
 	opendkim)
 		command -v opendkim >/dev/null && command -v opendkim-genkey >/dev/null ||
 			die "opendkim not installed (apt-get install opendkim opendkim-tools)"
 		;;
 	tern) [ -x "$tern_bin" ] || die "tern-milter not built (make -j2, or set TERN_MILTER)" ;;
 	tern-b) [ -x "$tern_b_bin" ] || die "variant tern-b needs TERN_MILTER_B" ;;
-	*) die "unknown variant $v (postfix null opendkim tern tern-b)" ;;
+	*) die "unknown variant $v (postfix null null-steps opendkim tern tern-b)" ;;
 	esac
 done
 
@@ -165,19 +169,20 @@ start_tern() {
 	milter_desc[$name]="$top/$name/tern-milter, sha256 $(sha "$bin"), $("$bin" -V 2>&1)"
 }
 
-# start_null - bench/null-milter
+# start_null NAME [ARG] - bench/null-milter as variant NAME, with ARG
 start_null() {
-	local listen pfaddr
-	read -r listen pfaddr <<<"$(milter_addr null nobody)"
-	cp "$null_bin" "$top/null-milter" && chmod 0755 "$top/null-milter" || die "cannot copy $null_bin"
+	local name=$1 listen pfaddr
+	read -r listen pfaddr <<<"$(milter_addr "$name" nobody)"
+	cp "$null_bin" "$top/$name" && chmod 0755 "$top/$name" || die "cannot copy $null_bin"
 	# setpriv execs (runuser would fork): the PID is the milter's own
-	setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$top/null-milter" -p "$listen" -H X-Null-Milter >"$top/null.log" 2>&1 &
-	milter_pid[null]=$!
+	setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$top/$name" -p "$listen" \
+		-H X-Null-Milter ${2:+"$2"} >"$top/$name.log" 2>&1 &
+	milter_pid[$name]=$!
 	tap_bg_register "$!"
-	start_milter_wait "$listen" || die "null-milter did not start: $(cat "$top/null.log")"
-	milter_pf[null]=$pfaddr
-	milter_hdr[null]=X-Null-Milter
-	milter_desc[null]="$top/null-milter, sha256 $(sha "$null_bin")"
+	start_milter_wait "$listen" || die "$name did not start: $(cat "$top/$name.log")"
+	milter_pf[$name]=$pfaddr
+	milter_hdr[$name]=X-Null-Milter
+	milter_desc[$name]="$top/$name${2:+ $2}, sha256 $(sha "$null_bin")"
 }
 
 # start_opendkim - OpenDKIM in the foreground, signing for example.org
@@ -318,7 +323,7 @@ run_one() {
 		ms=$(awk -v t=$((m1 - m0)) -v hz="$clk_tck" -v n="$MESSAGES" 'BEGIN { printf "%.3f", 1000 * t / hz / n }')
 		cpu_ms[$v]+=" $ms"
 	fi
-	printf '%-5s %-8s %7s %9s %9s %9s %9s %7s %8s %9s %5s %5s\n' "$round" "$v" "$got" \
+	printf '%-5s %-10s %7s %9s %9s %9s %9s %7s %8s %9s %5s %5s\n' "$round" "$v" "$got" \
 		"$(secs "$t0" "$t_ingest")" "$ing" "$(secs "$t0" "$t_done")" "$e2e" "$lines" \
 		"$cpu_s" "$ms" "$busy%" "$steal%"
 	rates[$v]+=" $e2e"
@@ -330,7 +335,8 @@ setup() {
 	ensure_tern_user || die "cannot create user tern"
 	top=$(tap_tmpdir) || die "mktemp failed"
 	smtp_port=$(free_port) || die "no free port"
-	has_variant null && start_null
+	has_variant null && start_null null
+	has_variant null-steps && start_null null-steps -s
 	has_variant opendkim && start_opendkim
 	has_variant tern && start_tern tern "$tern_bin"
 	has_variant tern-b && start_tern tern-b "$tern_b_bin"
@@ -376,7 +382,7 @@ if [ "$WARMUP" -gt 0 ]; then
 	echo
 fi
 
-printf '%-5s %-8s %7s %9s %9s %9s %9s %7s %8s %9s %5s %5s\n' round variant msgs \
+printf '%-5s %-10s %7s %9s %9s %9s %9s %7s %8s %9s %5s %5s\n' round variant msgs \
 	ingest_s ingest/s e2e_s e2e/s m_lines cpu_s ms/msg busy steal
 n=${#variants[@]}
 for ((r = 1; r <= ROUNDS; r++)); do
@@ -390,7 +396,7 @@ echo
 echo "== summary (medians over $ROUNDS run(s) per variant)"
 base=
 has_variant postfix && base=$(median ${rates[postfix]})
-printf '%-8s %9s %9s %12s %10s\n' variant e2e/s ingest/s vs_postfix ms_cpu/msg
+printf '%-10s %9s %9s %12s %10s\n' variant e2e/s ingest/s vs_postfix ms_cpu/msg
 for v in "${variants[@]}"; do
 	# shellcheck disable=SC2086 # word splitting wanted: the list of runs
 	e=$(median ${rates[$v]})
@@ -398,7 +404,7 @@ for v in "${variants[@]}"; do
 	i=$(median ${ingests[$v]})
 	# shellcheck disable=SC2086
 	c=$([ "$v" = postfix ] && echo - || median ${cpu_ms[$v]})
-	printf '%-8s %9s %9s %12s %10s\n' "$v" "$e" "$i" "$([ -n "$base" ] && ratio "$e" "$base" || echo -)" "$c"
+	printf '%-10s %9s %9s %12s %10s\n' "$v" "$e" "$i" "$([ -n "$base" ] && ratio "$e" "$base" || echo -)" "$c"
 	med_rate[$v]=$e
 	med_cpu[$v]=$c
 done
@@ -409,4 +415,11 @@ for t in tern tern-b; do
 		r = tr / nr
 		printf "%s/null: msgs/s %.3f (target >= 0.95: %s), CPU/msg %.3f ms vs %.3f ms (%.2fx; target <= 0.5 ms: %s)\n",
 			t, r, (r >= 0.95 ? "met" : "NOT met"), tc, nc, tc / nc, (tc <= 0.5 ? "met" : "NOT met") }'
+done
+for t in tern tern-b; do
+	has_variant "$t" && has_variant null-steps || continue
+	awk -v t="$t" -v tr="${med_rate[$t]}" -v nr="${med_rate[null-steps]}" \
+		-v tc="${med_cpu[$t]}" -v nc="${med_cpu[null-steps]}" 'BEGIN {
+		printf "%s/null-steps: msgs/s %.3f, CPU/msg %.3f ms vs %.3f ms (%.2fx; reported)\n",
+			t, tr / nr, tc, nc, tc / nc }'
 done

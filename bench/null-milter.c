@@ -3,7 +3,7 @@
  * milter that adds one header field to every message and does nothing
  * else.
  *
- *   null-milter -p inet:PORT@127.0.0.1 [-H NAME] [-T SECONDS]
+ *   null-milter -p inet:PORT@127.0.0.1 [-H NAME] [-T SECONDS] [-s]
  *
  * It negotiates away every protocol step the MTA lets it skip but two:
  * the end of message (header edits are only allowed there) and DATA,
@@ -17,7 +17,16 @@
  * session when DATA was skipped, 139 when answered); and without
  * TCP_NODELAY the header edit and the reply after it meet the MTA's
  * delayed ACK the same way. -H names the field (default X-Null-Milter, value "1"), -T is
- * libmilter's timeout. It is a benchmark tool: it trusts its command line,
+ * libmilter's timeout.
+ *
+ * -s takes tern-milter's protocol steps instead (the floor of what its
+ * checks ask of the MTA): CONNECT, MAIL and the headers without a reply
+ * where the MTA offers that, RCPT answered (check_recipients = tempfail,
+ * the default, may refuse one), DATA and the end of message; the same
+ * actions and macro lists as tm_negotiate() in src/milter/callbacks.c,
+ * which it must follow. Its callbacks do nothing but answer.
+ *
+ * It is a benchmark tool: it trusts its command line,
  * runs in the foreground and stops on SIGTERM/SIGINT (libmilter's own
  * signal handling). It must never do per-message work beyond that header.
  */
@@ -33,25 +42,73 @@
 #include <libmilter/mfapi.h>
 
 static char *header_name = "X-Null-Milter";
+static int tern_steps;			/* -s */
+static int nr_conn, nr_mail, nr_hdr;	/* what -s got without a reply */
 
-/* null_negotiate - DATA and the end of message only, one action */
+/* null_negotiate - DATA and the end of message only, one action; with -s
+ * tern-milter's steps, actions and macros */
 static sfsistat null_negotiate(SMFICTX *ctx, unsigned long f0, unsigned long f1,
 			       unsigned long f2, unsigned long f3, unsigned long *pf0,
 			       unsigned long *pf1, unsigned long *pf2, unsigned long *pf3)
 {
 	unsigned long skip = SMFIP_NOCONNECT | SMFIP_NOHELO | SMFIP_NOMAIL | SMFIP_NORCPT
 		| SMFIP_NOBODY | SMFIP_NOHDRS | SMFIP_NOEOH | SMFIP_NOUNKNOWN;
+	unsigned long actions = SMFIF_ADDHDRS;
 
-	(void)ctx;
 	(void)f2;
 	(void)f3;
-	if (!(f0 & SMFIF_ADDHDRS))
+	if (tern_steps) {
+		skip = SMFIP_NOHELO | SMFIP_NOBODY | SMFIP_NOUNKNOWN | SMFIP_NOEOH
+			| (f1 & (SMFIP_NR_CONN | SMFIP_NR_MAIL | SMFIP_NR_HDR));
+		nr_conn = (f1 & SMFIP_NR_CONN) != 0;
+		nr_mail = (f1 & SMFIP_NR_MAIL) != 0;
+		nr_hdr = (f1 & SMFIP_NR_HDR) != 0;
+		actions |= SMFIF_CHGHDRS | SMFIF_SETSYMLIST;
+	}
+	if ((f0 & actions) != actions)
 		return SMFIS_REJECT;
-	*pf0 = SMFIF_ADDHDRS;
+	*pf0 = actions;
 	*pf1 = f1 & skip;
 	*pf2 = 0;
 	*pf3 = 0;
+	if (tern_steps
+	    && (smfi_setsymlist(ctx, SMFIM_CONNECT, "{client_addr} {daemon_name}") != MI_SUCCESS
+		|| smfi_setsymlist(ctx, SMFIM_ENVFROM, "{auth_authen}") != MI_SUCCESS
+		|| smfi_setsymlist(ctx, SMFIM_EOM, "{i}") != MI_SUCCESS))
+		return SMFIS_REJECT;
 	return SMFIS_CONTINUE;
+}
+
+/* null_connect, null_envfrom, null_envrcpt, null_header - -s only: answer
+ * as tern-milter does, without a reply where one was negotiated away */
+static sfsistat null_connect(SMFICTX *ctx, char *host, _SOCK_ADDR *addr)
+{
+	(void)ctx;
+	(void)host;
+	(void)addr;
+	return nr_conn ? SMFIS_NOREPLY : SMFIS_CONTINUE;
+}
+
+static sfsistat null_envfrom(SMFICTX *ctx, char **argv)
+{
+	(void)ctx;
+	(void)argv;
+	return nr_mail ? SMFIS_NOREPLY : SMFIS_CONTINUE;
+}
+
+static sfsistat null_envrcpt(SMFICTX *ctx, char **argv)
+{
+	(void)ctx;
+	(void)argv;
+	return SMFIS_CONTINUE;
+}
+
+static sfsistat null_header(SMFICTX *ctx, char *name, char *value)
+{
+	(void)ctx;
+	(void)name;
+	(void)value;
+	return nr_hdr ? SMFIS_NOREPLY : SMFIS_CONTINUE;
 }
 
 /* null_data - DATA: answered at once, so the MTA's next packet is not held */
@@ -98,7 +155,7 @@ int main(int argc, char **argv)
 	char *conn = NULL;
 	int ch, timeout = 30;
 
-	while ((ch = getopt(argc, argv, "p:H:T:")) != -1) {
+	while ((ch = getopt(argc, argv, "p:H:T:s")) != -1) {
 		switch (ch) {
 		case 'p':
 			conn = optarg;
@@ -109,6 +166,14 @@ int main(int argc, char **argv)
 		case 'T':
 			timeout = atoi(optarg);
 			break;
+		case 's':
+			tern_steps = 1;
+			null_desc.xxfi_flags |= SMFIF_CHGHDRS | SMFIF_SETSYMLIST;
+			null_desc.xxfi_connect = null_connect;
+			null_desc.xxfi_envfrom = null_envfrom;
+			null_desc.xxfi_envrcpt = null_envrcpt;
+			null_desc.xxfi_header = null_header;
+			break;
 		default:
 			conn = NULL;
 			optind = argc + 1;
@@ -116,7 +181,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (conn == NULL || optind != argc) {
-		fprintf(stderr, "usage: null-milter -p SOCKET [-H NAME] [-T SECONDS]\n");
+		fprintf(stderr, "usage: null-milter -p SOCKET [-H NAME] [-T SECONDS] [-s]\n");
 		return 2;
 	}
 	if (smfi_setconn(conn) == MI_FAILURE || smfi_settimeout(timeout) == MI_FAILURE
