@@ -49,7 +49,8 @@
 # the larger of the probes before and after the runs: that bounds what
 # any durable server can do; smtp-sink's own P99, printed beside it, is
 # what waiting for the CPU alone costs with that many clients), BDAT
-# against DATA (target: BDAT ingest >= DATA ingest) and ternd's flushes per accepted message (target <= 0.05):
+# against DATA (target: BDAT ingest >= DATA ingest) and ternd's flushes
+# per accepted message (target <= 0.05):
 # ternd runs with bench/flushcount.so preloaded, which counts fsync,
 # fdatasync, msync and O_DSYNC writes (LMDB's meta page) of the whole
 # process, from just before the client starts until its last commit.

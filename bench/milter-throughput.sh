@@ -57,8 +57,9 @@
 # Output: the exact command, environment facts, one line per run and a
 # summary: median msgs/s per variant, its ratio to Postfix alone, median
 # milter CPU per message, and tern/null (targets: >= 0.95 msgs/s, <= 0.5 ms
-# CPU per message); tern/null-steps is reported beside it. Not a test: it prints no TAP and exits non-zero only
-# if a run fails (lost mail, a milter that did not do its job).
+# CPU per message); tern/null-steps is reported beside it. Not a test: it
+# prints no TAP and exits non-zero only if a run fails (lost mail, a
+# milter that did not do its job).
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
