@@ -57,7 +57,9 @@
 # Output: the exact command, environment facts, one line per run and a
 # summary: median msgs/s per variant, its ratio to Postfix alone, median
 # milter CPU per message, and tern/null (targets: >= 0.95 msgs/s, <= 0.5 ms
-# CPU per message); tern/null-steps is reported beside it. Not a test: it
+# CPU per message); tern/null-steps is reported beside it, and both ratios
+# round by round with their median (a round runs its variants one after
+# another, so its ratio shares one background load). Not a test: it
 # prints no TAP and exits non-zero only if a run fails (lost mail, a
 # milter that did not do its job).
 set -u
@@ -423,4 +425,26 @@ for t in tern tern-b; do
 		-v tc="${med_cpu[$t]}" -v nc="${med_cpu[null-steps]}" 'BEGIN {
 		printf "%s/null-steps: msgs/s %.3f, CPU/msg %.3f ms vs %.3f ms (%.2fx; reported)\n",
 			t, tr / nr, tc, nc, tc / nc }'
+done
+
+# round_ratios A B - msgs/s of A over B in each round (the same round, so
+# the same background load), then their median: steadier than the ratio
+# of the medians when the machine's speed drifts between rounds
+round_ratios() {
+	local -a a b
+	local i r list= all=
+	read -r -a a <<<"${rates[$1]}"
+	read -r -a b <<<"${rates[$2]}"
+	for ((i = 0; i < ${#a[@]} && i < ${#b[@]}; i++)); do
+		r=$(awk -v x="${a[i]}" -v y="${b[i]}" 'BEGIN { printf "%.3f", x / y }')
+		list+="${list:+, }$r"
+		all+=" $r"
+	done
+	# shellcheck disable=SC2086 # word splitting wanted: the list of ratios
+	echo "$1/$2 per round: $list; median $(median $all)"
+}
+for t in tern tern-b; do
+	for f in null null-steps; do
+		if has_variant "$t" && has_variant "$f"; then round_ratios "$t" "$f"; fi
+	done
 done
