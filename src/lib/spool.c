@@ -26,6 +26,7 @@
 #include "xalloc.h"
 
 #define SPOOL_IOV_MAX 1024		/* Linux's IOV_MAX */
+#define SPOOL_PREALLOC (4u << 20)	/* blocks reserved ahead of a segment's appends */
 
 struct spool {
 	char *dir;
@@ -34,7 +35,10 @@ struct spool {
 	/* the segment being appended to (committer only) */
 	int fd;
 	uint64_t id, length;
+	uint64_t prealloc;		/* blocks reserved up to here (past length) */
 	int created;			/* created since the last spool_sync() */
+	int trim;			/* blocks may be reserved past length */
+	int no_prealloc;		/* the file system cannot reserve blocks */
 };
 
 /* open_dir - create (if missing) and open a directory */
@@ -82,6 +86,50 @@ fail:
 	return NULL;
 }
 
+/*
+ * reserve - blocks for the current segment's next appends, SPOOL_PREALLOC
+ * at a time but not past segment_size, beyond its end: the file's size
+ * stays its length. On ext4 here (bench/RESULTS.md), a 20 KB write and
+ * fdatasync took 153-163 us and 58-65 us of CPU into blocks reserved this
+ * way, against 169-193 us and 74-83 us when the flush also allocates
+ * them. Only an optimisation: where the file system cannot reserve
+ * (FUSE, some network file systems) or the disk is too full for a whole
+ * step, appends allocate as before.
+ */
+static void reserve(struct spool *sp, uint64_t end)
+{
+	uint64_t from, to;
+
+	if (sp->no_prealloc || end <= sp->prealloc)
+		return;
+	to = end + SPOOL_PREALLOC;
+	if (to > sp->segment_size)
+		to = sp->segment_size;	/* where the segment closes */
+	if (to <= end)
+		return;
+	from = sp->prealloc > sp->length ? sp->prealloc : sp->length;
+	sp->trim = 1;	/* even a failed call may have reserved part of it */
+	if (fallocate(sp->fd, FALLOC_FL_KEEP_SIZE, (off_t)from, (off_t)(to - from)) == 0)
+		sp->prealloc = to;
+	else if (errno == EOPNOTSUPP || errno == ENOSYS)
+		sp->no_prealloc = 1;
+}
+
+/* leave_segment - stop appending to the current segment: close it, and
+ * give back the blocks reserved past its end (truncating a file to its
+ * own size frees them) */
+static void leave_segment(struct spool *sp)
+{
+	if (sp->fd >= 0) {
+		if (sp->trim)
+			(void)ftruncate(sp->fd, (off_t)sp->length);
+		close(sp->fd);
+	}
+	sp->fd = -1;
+	sp->prealloc = 0;
+	sp->trim = 0;
+}
+
 /* spool_close - close everything and clear the pointer */
 void spool_close(struct spool **spp)
 {
@@ -89,8 +137,7 @@ void spool_close(struct spool **spp)
 
 	if (sp == NULL)
 		return;
-	if (sp->fd >= 0)
-		close(sp->fd);
+	leave_segment(sp);
 	if (sp->segdir >= 0)
 		close(sp->segdir);
 	if (sp->owndir >= 0)
@@ -109,9 +156,7 @@ static void seg_name(uint64_t id, char name[17])
 /* spool_start_segment - the next append goes to a new segment, id */
 void spool_start_segment(struct spool *sp, uint64_t id)
 {
-	if (sp->fd >= 0)
-		close(sp->fd);
-	sp->fd = -1;
+	leave_segment(sp);
 	sp->id = id;
 	sp->length = 0;
 }
@@ -132,6 +177,7 @@ int spool_append(struct spool *sp, const struct iovec *iov, int iovcnt, size_t t
 			return -1;
 		sp->created = 1;
 	}
+	reserve(sp, sp->length + total);
 	*seg_id = sp->id;
 	*offset = sp->length;
 	while (done < total) {
@@ -208,9 +254,7 @@ int spool_abandon_segment(struct spool *sp)
 	int created = sp->created;
 	char name[17];
 
-	if (sp->fd >= 0)
-		close(sp->fd);
-	sp->fd = -1;
+	leave_segment(sp);
 	sp->created = 0;
 	if (sp->length > 0)
 		return 1;

@@ -1,8 +1,9 @@
 /*
  * check_spool - spool files: directories, appends of many vectors at
  * the right offsets (also through short and interrupted writes),
- * segment rotation, truncation back to the committed length (never
- * padding), own files, opening bodies and checking them against their
+ * segment rotation, blocks reserved ahead of a segment's appends and
+ * given back when it is left (and appends where they cannot be), truncation
+ * back to the committed length (never padding), own files, opening bodies and checking them against their
  * digest, directory walks.
  * Each test has its own spool in a mkdtemp() directory.
  */
@@ -70,6 +71,22 @@ ssize_t pwritev(int fd, const struct iovec *iov, int iovcnt, off_t offset)
 	return (ssize_t)done;
 }
 
+/* fallocate - fails with fa.fail when that is set, else the real thing */
+static struct {
+	int fail;
+	int calls;
+} fa;
+
+int fallocate(int fd, int mode, off_t offset, off_t len)
+{
+	fa.calls++;
+	if (fa.fail) {
+		errno = fa.fail;
+		return -1;
+	}
+	return (int)syscall(SYS_fallocate, fd, mode, offset, len);
+}
+
 /* fstat - fails with fstat_errno when that is set, else the real thing */
 static int fstat_errno;
 
@@ -88,6 +105,7 @@ static void setup(void)
 	char err[512] = "";
 
 	memset(&pw, 0, sizeof(pw));
+	memset(&fa, 0, sizeof(fa));
 	fstat_errno = 0;
 	tmpdir_make(dir, sizeof(dir));
 	snprintf(sdir, sizeof(sdir), "%s/spool", dir);
@@ -123,6 +141,17 @@ static unsigned char *file_read(const char *sub, const char *name, ssize_t *len)
 	close(fd);
 	*len = sb.st_size;
 	return buf;
+}
+
+/* seg_holds - segment file name holds exactly the len octets want */
+static void seg_holds(const char *name, const void *want, size_t len)
+{
+	ssize_t got;
+	unsigned char *buf = file_read("seg", name, &got);
+
+	ck_assert_int_eq(got, (ssize_t)len);
+	ck_assert_int_eq(memcmp(buf, want, len), 0);
+	free(buf);
 }
 
 /* seg_size - the size of a segment file, -1 if missing */
@@ -193,8 +222,6 @@ START_TEST(test_append)
 {
 	struct iovec a[] = {{"hello ", 6}, {"", 0}, {"world\r\n", 7}};
 	struct iovec b[] = {{"second\r\n", 8}};
-	unsigned char *buf;
-	ssize_t len;
 
 	spool_start_segment(sp, 1);
 	ck_assert_uint_eq(spool_segment_id(sp), 1);
@@ -203,10 +230,7 @@ START_TEST(test_append)
 	append(b, 1, 1, 13);
 	ck_assert_int_eq(spool_sync(sp), 0);
 	ck_assert_int_eq(spool_sync(sp), 0);
-	buf = file_read("seg", "0000000000000001", &len);
-	ck_assert_int_eq(len, 21);
-	ck_assert_mem_eq(buf, "hello world\r\nsecond\r\n", 21);
-	free(buf);
+	seg_holds("0000000000000001", "hello world\r\nsecond\r\n", 21);
 }
 END_TEST
 
@@ -271,17 +295,12 @@ END_TEST
 START_TEST(test_append_eintr)
 {
 	struct iovec a[] = {{"abc", 3}, {"defg", 4}};
-	unsigned char *buf;
-	ssize_t len;
 
 	spool_start_segment(sp, 1);
 	pw.eintr = 3;
 	append(a, 2, 1, 0);
 	ck_assert_int_eq(pw.calls, 4);
-	buf = file_read("seg", "0000000000000001", &len);
-	ck_assert_int_eq(len, 7);
-	ck_assert_mem_eq(buf, "abcdefg", 7);
-	free(buf);
+	seg_holds("0000000000000001", "abcdefg", 7);
 }
 END_TEST
 
@@ -338,6 +357,84 @@ START_TEST(test_segments)
 	append(one, 1, 0xabcdef0123456789ULL, 0);
 	ck_assert_int_eq(seg_size("abcdef0123456789"), 1);
 	ck_assert_int_eq(spool_sync(sp), 0);
+}
+END_TEST
+
+/* seg_disk - the octets a segment file holds on disk, -1 if missing */
+static long long seg_disk(const char *name)
+{
+	char path[4400];
+	struct stat sb;
+
+	snprintf(path, sizeof(path), "%s/seg/%s", sdir, name);
+	return stat(path, &sb) == 0 ? (long long)sb.st_blocks * 512 : -1;
+}
+
+/* Blocks are reserved ahead of the appends, 4 MiB at a time, past the
+ * file's end; leaving the segment gives them back. */
+START_TEST(test_reserve)
+{
+	struct iovec one[] = {{"x", 1}};
+
+	spool_close(&sp);
+	sp = spool_open(sdir, 64 << 20, NULL, 0);
+	ck_assert_ptr_nonnull(sp);
+	spool_start_segment(sp, 1);
+	append(one, 1, 1, 0);
+	ck_assert_int_eq(fa.calls, 1);
+	ck_assert_int_eq(seg_size("0000000000000001"), 1);	/* its size is its length */
+	ck_assert_int_ge(seg_disk("0000000000000001"), 4 << 20);
+	append(one, 1, 1, 1);
+	ck_assert_int_eq(fa.calls, 1);	/* inside what is reserved: no call */
+	ck_assert_int_eq(spool_sync(sp), 0);
+	spool_start_segment(sp, 2);
+	ck_assert_int_eq(seg_size("0000000000000001"), 2);
+	ck_assert_int_lt(seg_disk("0000000000000001"), 64 << 10);
+	append(one, 1, 2, 0);
+	ck_assert_int_eq(fa.calls, 2);
+	ck_assert_int_ge(seg_disk("0000000000000002"), 4 << 20);
+	spool_abandon_segment(sp);	/* given up: its blocks too */
+	ck_assert_int_eq(seg_size("0000000000000002"), 1);
+	ck_assert_int_lt(seg_disk("0000000000000002"), 64 << 10);
+	spool_start_segment(sp, 3);
+	append(one, 1, 3, 0);
+	spool_close(&sp);		/* and at a stop */
+	ck_assert_int_lt(seg_disk("0000000000000003"), 64 << 10);
+}
+END_TEST
+
+/* Never reserved past the size at which the segment closes. */
+START_TEST(test_reserve_capped)
+{
+	struct iovec one[] = {{"x", 1}};
+
+	spool_start_segment(sp, 1);	/* the fixture's segments close at 1,000 */
+	append(one, 1, 1, 0);
+	ck_assert_int_eq(fa.calls, 1);
+	ck_assert_int_lt(seg_disk("0000000000000001"), 64 << 10);
+}
+END_TEST
+
+/* Where blocks cannot be reserved, appends go on as before; a file
+ * system without the call is asked once. */
+START_TEST(test_reserve_fails)
+{
+	struct iovec one[] = {{"x", 1}};
+
+	spool_close(&sp);
+	sp = spool_open(sdir, 64 << 20, NULL, 0);
+	ck_assert_ptr_nonnull(sp);
+	fa.fail = ENOSPC;
+	spool_start_segment(sp, 1);
+	append(one, 1, 1, 0);
+	append(one, 1, 1, 1);
+	ck_assert_int_eq(fa.calls, 2);	/* a full disk may have room later */
+	fa.fail = EOPNOTSUPP;
+	append(one, 1, 1, 2);
+	append(one, 1, 1, 3);
+	ck_assert_int_eq(fa.calls, 3);
+	ck_assert_int_eq(spool_sync(sp), 0);
+	seg_holds("0000000000000001", "xxxx", 4);
 }
 END_TEST
 
@@ -672,6 +769,9 @@ int main(void)
 	tcase_add_test(tc, test_append_eintr);
 	tcase_add_test(tc, test_append_no_progress);
 	tcase_add_test(tc, test_segments);
+	tcase_add_test(tc, test_reserve);
+	tcase_add_test(tc, test_reserve_capped);
+	tcase_add_test(tc, test_reserve_fails);
 	tcase_add_test(tc, test_abandon_empty);
 	tcase_add_test(tc, test_truncate);
 	tcase_add_test(tc, test_own_files);
