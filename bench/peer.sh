@@ -38,11 +38,11 @@ stunnel_start() {
 	wait_for_port "$stunnel_port" || die "stunnel4 did not start: $(tail -n 5 "$1/stunnel.log")"
 }
 
-# proxy_start TARGET_PORT - delay-proxy in front of 127.0.0.1:TARGET_PORT;
-# sets proxy_port, proxy_pid
+# proxy_start TARGET_PORT [MS] - delay-proxy in front of 127.0.0.1:TARGET_PORT,
+# adding MS (default DELAY_MS) of round trip; sets proxy_port, proxy_pid
 proxy_start() {
 	proxy_port=$(free_port) || die "no free port"
-	"$proxy" -l "127.0.0.1:$proxy_port" -t "127.0.0.1:$1" -d "$DELAY_MS" 2>>"$top/proxy.log" &
+	"$proxy" -l "127.0.0.1:$proxy_port" -t "127.0.0.1:$1" -d "${2:-$DELAY_MS}" 2>>"$top/proxy.log" &
 	proxy_pid=$!
 	tap_bg_register "$proxy_pid"
 	wait_for_port "$proxy_port" || die "delay-proxy did not start: $(cat "$top/proxy.log")"

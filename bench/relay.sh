@@ -40,6 +40,9 @@
 #     loopback  straight to the peer on 127.0.0.1
 #     delay     through bench/delay-proxy, which adds DELAY_MS of round
 #               trip (DELAY_MS/2 each way); the kernel here has no netem
+#     proxy0    through bench/delay-proxy with no delay (-d 0): what the
+#               proxy's own CPU costs on these cores, without the round
+#               trip (not run unless named in NETWORKS)
 #
 # One run: fill the sender's queue while it cannot relay, then let it go
 # and time until the peer has every message and the sender's queue is
@@ -75,6 +78,9 @@
 # <= 0.33x CPU per message; delay >= 3x msgs/s. With a chunk peer and
 # both networks, the relay-window targets of issue 17 too: ternd(delay) >=
 # 0.8x ternd(loopback) and >= 10x Postfix(delay), same connections.
+# With proxy0 in NETWORKS, ternd(delay)/ternd(proxy0) is printed as well:
+# the same proxy on both sides, so only the round trip differs; and the
+# window ratios round by round (a round's runs share one background load).
 # For the chunk peers the end of a drain is the sink's own time stamp of
 # its last message (first_us/last_us in its status file), not the 0.1 s
 # poll; peer_cpu is the peer's processes' CPU (sink, stunnel4) over the
@@ -98,7 +104,7 @@
 #     MESSAGES [20000]   messages per run      SIZE [10240]  bytes each
 #     CONNECTIONS [4]    connections to the peer, both senders
 #     ROUNDS [3]         rounds                DELAY_MS [20] added round trip
-#     NETWORKS [loopback delay]   PEERS [stunnel smarthost]; also chunk, chunk-stunnel
+#     NETWORKS [loopback delay]; also proxy0   PEERS [stunnel smarthost]; also chunk, chunk-stunnel
 #     VARIANTS [ternd postfix]    which senders
 #     FILL_SESSIONS [20] smtp-blast sessions for the fill
 #     RESTART_MSGS [200] messages relayed after the restart (0: no restart)
@@ -155,7 +161,7 @@ done
 require_uint MESSAGES SIZE CONNECTIONS ROUNDS DELAY_MS FILL_SESSIONS RESTART_MSGS RUN_TIMEOUT
 [ "$MESSAGES" -gt 0 ] && [ "$ROUNDS" -gt 0 ] && [ "$CONNECTIONS" -gt 0 ] && [ "$FILL_SESSIONS" -gt 0 ] ||
 	die "MESSAGES, ROUNDS, CONNECTIONS and FILL_SESSIONS must be > 0"
-for n in $NETWORKS; do case $n in loopback | delay) ;; *) die "unknown network $n" ;; esac; done
+for n in $NETWORKS; do case $n in loopback | delay | proxy0) ;; *) die "unknown network $n" ;; esac; done
 for p in $PEERS; do case $p in stunnel | smarthost | chunk | chunk-stunnel) ;; *) die "unknown peer $p" ;; esac; done
 for v in $VARIANTS; do case $v in ternd | postfix) ;; *) die "unknown variant $v" ;; esac; done
 [ -w "$CGROUP_ROOT/cgroup.procs" ] && [ -r "$CGROUP_ROOT/cpuacct.usage" ] ||
@@ -405,10 +411,11 @@ run_one() {
 	dir=$(tap_tmpdir) || die "mktemp failed"
 	peer_start "$peer" "$dir/peer"
 	port=$peer_port
-	if [ "$net" = delay ]; then
-		proxy_start "$peer_port"
-		port=$proxy_port
-	fi
+	case $net in
+	delay) proxy_start "$peer_port" ;;
+	proxy0) proxy_start "$peer_port" 0 ;;
+	esac
+	[ "$net" = loopback ] || port=$proxy_port
 	wrapper=no
 	[ "$peer" = smarthost ] || wrapper=yes
 	cg=$(cg_make "$round-$net-$peer-$v") || die "cannot create a cgroup below $CGROUP_ROOT"
@@ -509,7 +516,7 @@ run_one() {
 	ternd) ternd_stop || die "ternd exit status $? at stop: $(tail -n 5 "$TERND_LOG")" ;;
 	postfix) pf_stop "$sdir/pf" ;;
 	esac
-	[ "$net" = delay ] && proxy_stop
+	[ "$net" = loopback ] || proxy_stop
 	peer_stop "$peer"
 	cg_remove "$cg"
 	[ "${KEEP_TMP:-0}" = 1 ] || rm -rf "$dir"
@@ -622,4 +629,21 @@ for peer in $PEERS; do
 		printf "%-13s window   ternd(%dms)/ternd(loopback) >= 0.8: %s   ternd(%dms)/postfix(%dms) >= 10: %s\n", p, d,
 			(a == "-" ? "n/a" : (a + 0 >= 0.8 ? "met (" a ")" : "NOT met (" a ")")), d, d,
 			(b == "-" ? "n/a" : (b + 0 >= 10 ? "met (" b ")" : "NOT met (" b ")")) }'
+	case " $NETWORKS " in *" proxy0 "*)
+		# shellcheck disable=SC2086
+		t0=$(median ${rates[$peer/proxy0/ternd]:-})
+		printf '%-13s window   ternd(%dms)/ternd(proxy0) (the same proxy, no delay): %s\n' "$peer" "$DELAY_MS" \
+			"$(ratio "$td" "$t0")"
+		;;
+	esac
+	read -r -a rd <<<"${rates[$peer/delay/ternd]:-}"
+	for base in loopback proxy0; do
+		read -r -a rb <<<"${rates[$peer/$base/ternd]:-}"
+		[ "${#rb[@]}" -gt 0 ] && [ "${#rd[@]}" -gt 0 ] || continue
+		qr=()
+		for ((i = 0; i < ${#rd[@]}; i++)); do
+			[ -n "${rb[$i]:-}" ] && qr+=("$(ratio "${rd[$i]}" "${rb[$i]}")")
+		done
+		printf '%-13s window   ternd(%dms)/ternd(%s) round by round: %s\n' "$peer" "$DELAY_MS" "$base" "${qr[*]}"
+	done
 done
