@@ -135,10 +135,12 @@ proxy_report() {
 }
 
 # ternd_peer_conf PORT WRAPPER - the [peer relay] and [routes] sections
+# (max_pipeline_depth = PIPELINE_DEPTH when that is set)
 ternd_peer_conf() {
 	printf '%s\n' "[peer relay]" "host = [127.0.0.1]" "port = $1" "tls = verify" \
 		"tls_ca_file = $pki/ca.pem" "tls_servername = smarthost.test" "tls_wrapper = $2" \
 		"max_connections = $CONNECTIONS" "min_idle = $((CONNECTIONS < 2 ? CONNECTIONS : 2))" \
+		${PIPELINE_DEPTH:+"max_pipeline_depth = $PIPELINE_DEPTH"} \
 		"[routes]" "* = relay"
 }
 

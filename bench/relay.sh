@@ -107,6 +107,7 @@
 #     NETWORKS [loopback delay]; also proxy0   PEERS [stunnel smarthost]; also chunk, chunk-stunnel
 #     VARIANTS [ternd postfix]    which senders
 #     FILL_SESSIONS [20] smtp-blast sessions for the fill
+#     PIPELINE_DEPTH []  ternd's max_pipeline_depth for the peer [its default]
 #     RESTART_MSGS [200] messages relayed after the restart (0: no restart)
 #     RUN_TIMEOUT [1800] seconds before a drain is considered stuck
 #     PF_EXTRA []        diagnostics only: more main.cf settings for the

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "deadline.h"
@@ -232,6 +233,12 @@ int tx_start(struct conn *c, struct attempt *a, const char *lead)
 	/* BDAT content follows at once, whatever the RCPT replies say. */
 	if (bdat && conn_send_body(c, a->fd, a->off, m->size, 0, p->data_timeout) < 0)
 		goto out;
+	if (bdat) {
+		/* written whole: a window holds no file open per transaction
+		 * (max_pipeline_depth x max_connections would reach the limit) */
+		close(a->fd);
+		a->fd = -1;
+	}
 	a->body_sent = bdat;
 	rv = 0;
 out:
