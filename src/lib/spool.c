@@ -38,6 +38,7 @@ struct spool {
 	uint64_t prealloc;		/* blocks reserved up to here (past length) */
 	int created;			/* created since the last spool_sync() */
 	int trim;			/* blocks may be reserved past length */
+	int full;			/* the disk had no room for a step: not in this segment */
 	int no_prealloc;		/* the file system cannot reserve blocks */
 };
 
@@ -93,14 +94,16 @@ fail:
  * fdatasync took 153-163 us and 58-65 us of CPU into blocks reserved this
  * way, against 169-193 us and 74-83 us when the flush also allocates
  * them. Only an optimisation: where the file system cannot reserve
- * (FUSE, some network file systems) or the disk is too full for a whole
- * step, appends allocate as before.
+ * (FUSE, some network file systems) appends allocate as before; after a
+ * step the disk had no room for, so do the rest of the segment's (the
+ * last free blocks are left to LMDB and own files). What a crash leaves
+ * reserved, recovery gives back (spool_seg_truncate).
  */
 static void reserve(struct spool *sp, uint64_t end)
 {
 	uint64_t from, to;
 
-	if (sp->no_prealloc || end <= sp->prealloc)
+	if (sp->no_prealloc || sp->full || end <= sp->prealloc)
 		return;
 	to = end + SPOOL_PREALLOC;
 	if (to > sp->segment_size)
@@ -113,6 +116,8 @@ static void reserve(struct spool *sp, uint64_t end)
 		sp->prealloc = to;
 	else if (errno == EOPNOTSUPP || errno == ENOSYS)
 		sp->no_prealloc = 1;
+	else
+		sp->full = 1;	/* what little is left is for LMDB and own files */
 }
 
 /* leave_segment - stop appending to the current segment: close it, and
@@ -128,6 +133,7 @@ static void leave_segment(struct spool *sp)
 	sp->fd = -1;
 	sp->prealloc = 0;
 	sp->trim = 0;
+	sp->full = 0;
 }
 
 /* spool_close - close everything and clear the pointer */
@@ -306,7 +312,9 @@ int spool_seg_remove(struct spool *sp, uint64_t id)
 	return unlinkat(sp->segdir, name, 0) < 0 && errno != ENOENT ? -1 : 0;
 }
 
-/* spool_seg_truncate - cut a segment back to its committed length */
+/* spool_seg_truncate - cut a segment back to its committed length; a
+ * segment of that length that holds blocks past it (reserved by a run
+ * that stopped uncleanly) gives them back. 1: octets were cut */
 int spool_seg_truncate(struct spool *sp, uint64_t id, uint64_t length)
 {
 	char name[17];
@@ -320,6 +328,8 @@ int spool_seg_truncate(struct spool *sp, uint64_t id, uint64_t length)
 		rc = -1;
 	else if ((uint64_t)st.st_size > length)
 		rc = ftruncate(fd, (off_t)length) < 0 || fdatasync(fd) < 0 ? -1 : 1;
+	else if ((uint64_t)st.st_size == length && (uint64_t)st.st_blocks * 512 >= length + (64u << 10))
+		(void)ftruncate(fd, (off_t)length);	/* the same size: frees the blocks past it */
 	else if ((uint64_t)st.st_size < length) {
 		errno = EIO;	/* committed data missing: report, never pad */
 		rc = -1;

@@ -36,8 +36,8 @@
 #        back by the byte bound is logged as never written, not as sent
 #        again
 #   While the windows are full, ternd holds at most one spool file open
-#   per connection (a body's file is closed once its content is written),
-#   plus the segment it appends to.
+#   per connection (a body's file is closed once its BDAT content is
+#   written), plus the segment it appends to.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib/tap.sh"
@@ -167,13 +167,19 @@ recorder_start dropb --fail "3:drop"
 
 TERND_PEERS=$(peers yes)
 ternd_setup "$top/t" "min_backoff = 2s" "max_backoff = 4s" || exit 1
-# the most spool files ternd held open at once while the windows were
-# full (each peer's final replies come 300 ms late)
+# the most files in ternd's spool it held open at once while the windows
+# were full (each peer's final replies come 300 ms late), and whether the
+# spool's own directory was seen among its descriptors (the pattern works)
+spool=$(realpath "$top/t/spool")
 (
-	most=0
+	most=0 dir=0
 	while kill -0 "$TERND_PID" 2>/dev/null; do
-		n=$(find "/proc/$TERND_PID/fd" -mindepth 1 -maxdepth 1 -lname "$top/t/spool/*" 2>/dev/null | wc -l)
-		[ "$n" -gt "$most" ] && most=$n && echo "$most" >"$top/fds"
+		n=$(find "/proc/$TERND_PID/fd" -mindepth 1 -maxdepth 1 \( -lname "$spool/seg/?*" \
+			-o -lname "$spool/own/?*" \) 2>/dev/null | wc -l)
+		[ "$n" -gt "$most" ] && most=$n
+		[ "$dir" -eq 0 ] && [ -n "$(find "/proc/$TERND_PID/fd" -mindepth 1 -maxdepth 1 \
+			-lname "$spool/seg" 2>/dev/null)" ] && dir=1
+		echo "$most $dir" >"$top/fds"
 		sleep 0.02
 	done
 ) &
@@ -187,11 +193,12 @@ q='[0-9A-Z]{13}'
 # --- 1. depth ----------------------------------------------------------------------------
 
 wait "$sampler"
-# 8 peers, a connection each, a window of up to 4 on most: a body file
-# is open only while its content is written, not while its transaction
-# waits for replies (before: up to 4 per window; 27 seen at once)
-fds=$(cat "$top/fds" 2>/dev/null || echo 0)
+# 8 peers, a connection each, a window of up to 4 on most: with CHUNKING
+# a body's file is closed once its content is written, not kept while
+# its transaction waits for replies (before: up to 4 per window)
+read -r fds seen <"$top/fds" || fds=0 seen=0
 tap_diag "most spool files ternd held open at once: $fds"
+tap_is "the sampler saw ternd's spool directory among its descriptors" "$seen" 1
 tap_check "at most one spool file open per connection, and the segment appended to" \
 	test "$fds" -le 9
 tap_is "1: one connection" "$(peer_log depth '^conn=[0-9]+ EHLO ')" 1
