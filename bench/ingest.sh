@@ -506,13 +506,8 @@ echo "== per-round ratios (same round, so the same background load), min-max"
 for c in $CLIENTS; do
 	# shellcheck disable=SC2086
 	read -r -a rt <<<"${rates[$c/ternd]:-}"
-	read -r -a rp <<<"${rates[$c/postfix]:-}"
-	read -r -a rs <<<"${rates[$c/sink]:-}"
-	qp=() qs=()
-	for ((i = 0; i < ${#rt[@]}; i++)); do
-		[ -n "${rp[$i]:-}" ] && qp+=("$(ratio "${rt[$i]}" "${rp[$i]}")")
-		[ -n "${rs[$i]:-}" ] && qs+=("$(ratio "${rt[$i]}" "${rs[$i]}")")
-	done
+	read -r -a qp <<<"$(round_ratios "${rates[$c/ternd]:-}" "${rates[$c/postfix]:-}")"
+	read -r -a qs <<<"$(round_ratios "${rates[$c/ternd]:-}" "${rates[$c/sink]:-}")"
 	printf '%-6s ternd/postfix %-14s ternd/sink %-14s ternd rates %s\n' "$c" \
 		"$(minmax "${qp[@]}")" "$(minmax "${qs[@]}")" "$(minmax "${rt[@]}")"
 done

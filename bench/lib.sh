@@ -83,6 +83,20 @@ ratio() {
 	awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'
 }
 
+# round_ratios "A..." "B..." - print A/B round by round, space-separated:
+# two lists of per-round figures in round order, "-" where one is missing
+# or zero; as many as the shorter list has
+round_ratios() {
+	local -a a b q=()
+	local i
+	read -r -a a <<<"$1"
+	read -r -a b <<<"$2"
+	for ((i = 0; i < ${#a[@]} && i < ${#b[@]}; i++)); do
+		q+=("$(ratio "${a[i]}" "${b[i]}")")
+	done
+	echo "${q[*]}"
+}
+
 # minmax - print "min-max" of the numbers given as arguments
 minmax() {
 	[ $# -gt 0 ] || { echo -; return; }

@@ -427,24 +427,14 @@ for t in tern tern-b; do
 			t, tr / nr, tc, nc, tc / nc }'
 done
 
-# round_ratios A B - msgs/s of A over B in each round (the same round, so
-# the same background load), then their median: steadier than the ratio
-# of the medians when the machine's speed drifts between rounds
-round_ratios() {
-	local -a a b
-	local i r list= all=
-	read -r -a a <<<"${rates[$1]}"
-	read -r -a b <<<"${rates[$2]}"
-	for ((i = 0; i < ${#a[@]} && i < ${#b[@]}; i++)); do
-		r=$(awk -v x="${a[i]}" -v y="${b[i]}" 'BEGIN { printf "%.3f", x / y }')
-		list+="${list:+, }$r"
-		all+=" $r"
-	done
-	# shellcheck disable=SC2086 # word splitting wanted: the list of ratios
-	echo "$1/$2 per round: $list; median $(median $all)"
-}
+# tern over null and null-steps in each round (the same round, so the same
+# background load), then their median: steadier than the ratio of the
+# medians when the machine's speed drifts between rounds
 for t in tern tern-b; do
 	for f in null null-steps; do
-		if has_variant "$t" && has_variant "$f"; then round_ratios "$t" "$f"; fi
+		has_variant "$t" && has_variant "$f" || continue
+		q=$(round_ratios "${rates[$t]}" "${rates[$f]}")
+		# shellcheck disable=SC2086 # word splitting wanted: the list of ratios
+		echo "$t/$f per round: $q; median $(median $q)"
 	done
 done

@@ -586,15 +586,8 @@ echo
 echo "== per-round ratios ternd/postfix (same round), min-max"
 for peer in $PEERS; do
 	for net in $NETWORKS; do
-		read -r -a rt <<<"${rates[$peer/$net/ternd]:-}"
-		read -r -a rp <<<"${rates[$peer/$net/postfix]:-}"
-		read -r -a ct <<<"${cpus[$peer/$net/ternd]:-}"
-		read -r -a cp <<<"${cpus[$peer/$net/postfix]:-}"
-		qr=() qc=()
-		for ((i = 0; i < ${#rt[@]}; i++)); do
-			[ -n "${rp[$i]:-}" ] && qr+=("$(ratio "${rt[$i]}" "${rp[$i]}")")
-			[ -n "${cp[$i]:-}" ] && qc+=("$(ratio "${ct[$i]}" "${cp[$i]}")")
-		done
+		read -r -a qr <<<"$(round_ratios "${rates[$peer/$net/ternd]:-}" "${rates[$peer/$net/postfix]:-}")"
+		read -r -a qc <<<"$(round_ratios "${cpus[$peer/$net/ternd]:-}" "${cpus[$peer/$net/postfix]:-}")"
 		printf '%-13s %-8s msgs/s %-12s cpu/msg %-12s\n' "$peer" "$net" "$(minmax "${qr[@]}")" "$(minmax "${qc[@]}")"
 	done
 done
@@ -637,14 +630,9 @@ for peer in $PEERS; do
 			"$(ratio "$td" "$t0")"
 		;;
 	esac
-	read -r -a rd <<<"${rates[$peer/delay/ternd]:-}"
 	for base in loopback proxy0; do
-		read -r -a rb <<<"${rates[$peer/$base/ternd]:-}"
-		[ "${#rb[@]}" -gt 0 ] && [ "${#rd[@]}" -gt 0 ] || continue
-		qr=()
-		for ((i = 0; i < ${#rd[@]}; i++)); do
-			[ -n "${rb[$i]:-}" ] && qr+=("$(ratio "${rd[$i]}" "${rb[$i]}")")
-		done
-		printf '%-13s window   ternd(%dms)/ternd(%s) round by round: %s\n' "$peer" "$DELAY_MS" "$base" "${qr[*]}"
+		q=$(round_ratios "${rates[$peer/delay/ternd]:-}" "${rates[$peer/$base/ternd]:-}")
+		[ -n "$q" ] && printf '%-13s window   ternd(%dms)/ternd(%s) round by round: %s\n' \
+			"$peer" "$DELAY_MS" "$base" "$q"
 	done
 done

@@ -27,6 +27,7 @@
 
 #define SPOOL_IOV_MAX 1024		/* Linux's IOV_MAX */
 #define SPOOL_PREALLOC (4u << 20)	/* blocks reserved ahead of a segment's appends */
+#define SPOOL_SLACK (64u << 10)		/* blocks past a file's end that recovery leaves */
 
 struct spool {
 	char *dir;
@@ -328,7 +329,7 @@ int spool_seg_truncate(struct spool *sp, uint64_t id, uint64_t length)
 		rc = -1;
 	else if ((uint64_t)st.st_size > length)
 		rc = ftruncate(fd, (off_t)length) < 0 || fdatasync(fd) < 0 ? -1 : 1;
-	else if ((uint64_t)st.st_size == length && (uint64_t)st.st_blocks * 512 >= length + (64u << 10))
+	else if ((uint64_t)st.st_size == length && (uint64_t)st.st_blocks * 512 >= length + SPOOL_SLACK)
 		(void)ftruncate(fd, (off_t)length);	/* the same size: frees the blocks past it */
 	else if ((uint64_t)st.st_size < length) {
 		errno = EIO;	/* committed data missing: report, never pad */

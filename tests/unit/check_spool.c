@@ -2,9 +2,10 @@
  * check_spool - spool files: directories, appends of many vectors at
  * the right offsets (also through short and interrupted writes),
  * segment rotation, blocks reserved ahead of a segment's appends and
- * given back when it is left (and appends where they cannot be), truncation
- * back to the committed length (never padding), own files, opening bodies and checking them against their
- * digest, directory walks.
+ * given back when it is left or by recovery (and appends where they
+ * cannot be), truncation back to the committed length (never padding),
+ * own files, opening bodies and checking them against their digest,
+ * directory walks.
  * Each test has its own spool in a mkdtemp() directory.
  */
 #include "config.h"
