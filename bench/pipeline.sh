@@ -210,8 +210,8 @@ path_start() {
 path_empty() {
 	case $1 in
 	postfix) [ "$(pf_queue_count "$2/pf")" -eq 0 ] ;;
-	ternd) [ "$(ternd_queued)" -eq 0 ] ;;
-	milter) [ "$(pf_queue_count "$2/pf")" -eq 0 ] && [ "$(ternd_queued)" -eq 0 ] ;;
+	ternd) ternd_holds 0 ;;
+	milter) [ "$(pf_queue_count "$2/pf")" -eq 0 ] && ternd_holds 0 ;;
 	esac
 }
 
@@ -227,11 +227,6 @@ path_stop() {
 		;;
 	ternd) ternd_stop || die "ternd exit status $? at stop: $(tail -n 5 "$TERND_LOG")" ;;
 	esac
-}
-
-# ternd_queued - print the number of messages in ternd's queue
-ternd_queued() {
-	ternq_ stats 2>/dev/null | awk '$1 == "TOTAL" { print $2; f = 1 } END { if (!f) print -1 }'
 }
 
 # run_one ROUND NETWORK PATH - one timed run

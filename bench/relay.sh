@@ -349,11 +349,6 @@ ternd_start_cg() {
 	wait_until 10 _ternd_started "${starts:-0}" || die "ternd did not start: $(tail -n 5 "$TERND_LOG")"
 }
 
-# ternd_queued - print the number of messages in ternd's queue
-ternd_queued() {
-	ternq_ stats 2>/dev/null | awk '$1 == "TOTAL" { print $2; f = 1 } END { if (!f) print -1 }'
-}
-
 # pf_sender_tls DIR FROM - print "new reused" TLS connection lines of the
 # sender's smtp client from maillog line FROM on: one per delivery (tlsproxy
 # logs each new connection a second time; those lines are not counted)
@@ -374,7 +369,7 @@ pf_incoming() {
 drained() {
 	[ "$(peer_count "$2")" -ge "$3" ] || return 1
 	case $1 in
-	ternd) [ "$(ternd_queued)" -eq 0 ] ;;
+	ternd) ternd_holds 0 ;;
 	postfix) [ "$(pf_queue_count "$sdir/pf")" -eq 0 ] ;;
 	esac
 }
@@ -431,7 +426,7 @@ run_one() {
 		f0=$(now_us)
 		blast_fill "$in_port" "$MESSAGES"
 		f1=$(now_us)
-		[ "$(ternd_queued)" -eq "$MESSAGES" ] || die "ternd holds $(ternd_queued) messages after the fill"
+		wait_until 10 ternd_holds "$MESSAGES" || die "ternd holds $(ternd_queued) messages after the fill"
 		ternd_stop || die "ternd exit status $? after the fill"
 		sed -i '/^\[peer relay\]$/,$d' "$TERND_CONF"
 		ternd_peer_conf "$port" "$wrapper" >>"$TERND_CONF"
