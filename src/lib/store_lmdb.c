@@ -226,11 +226,13 @@ int store_map_usage(struct store *st, uint64_t *used, uint64_t *size)
  * be made (LMDB has dropped the old one by then: only a restart helps) */
 static int store_grow(struct store *st, char *err, size_t errlen)
 {
-	size_t want = st->mapsize * 2;
+	size_t want;
 	int rc;
 
-	if (want > STORE_MAP_MAX)
+	/* in 64 bits: where size_t has 32, doubling past 2 GB would wrap */
+	if (st->mapsize > SIZE_MAX / 2 || (uint64_t)st->mapsize * 2 > STORE_MAP_MAX)
 		return MDB_MAP_FULL;
+	want = st->mapsize * 2;
 	pthread_rwlock_wrlock(&st->resize);
 	rc = mdb_env_set_mapsize(st->env, want);
 	if (rc == 0)
