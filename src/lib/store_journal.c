@@ -21,7 +21,9 @@
 #include "store_priv.h"
 #include "xalloc.h"
 
-#define JOURNAL_MAP (4ULL << 30)
+/* 4 GB of address space; 1 GB where size_t has 32 bits (4 GB would
+ * wrap to 0, and LMDB would keep its default of 10 MB) */
+#define JOURNAL_MAP (SIZE_MAX > 0xffffffffu ? (size_t)4 << 30 : (size_t)1 << 30)
 #define JKEY_LEN 12
 #define JREAD_BATCH 512		/* records per read transaction */
 #define JIDX_MAX 200
