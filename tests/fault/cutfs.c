@@ -84,6 +84,12 @@ struct handle {
 	struct fstate *fs;		/* NULL: opened read-only */
 };
 
+/* handle_of - the handle that an open file's fh (64 bits) points to */
+static struct handle *handle_of(const struct fuse_file_info *fi)
+{
+	return (struct handle *)(uintptr_t)fi->fh;
+}
+
 enum nskind { NS_CREATE, NS_MKDIR, NS_LINK, NS_UNLINK, NS_RENAME };
 
 /* a name operation not yet durable */
@@ -470,7 +476,7 @@ static int c_getattr(const char *path, struct stat *st, struct fuse_file_info *f
 	if ((rc = enter(path)) < 0)
 		return leave(rc);
 	if (fi)
-		rc = fstat(((struct handle *)fi->fh)->fd, st) < 0 ? -errno : 0;
+		rc = fstat(handle_of(fi)->fd, st) < 0 ? -errno : 0;
 	else
 		rc = fstatat(cut.root, rel(path), st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
 	return leave(rc);
@@ -644,7 +650,7 @@ static int c_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
 	if ((rc = enter(path)) < 0)
 		return leave(rc);
 	if (fi)
-		rc = fchmod(((struct handle *)fi->fh)->fd, mode);
+		rc = fchmod(handle_of(fi)->fd, mode);
 	else
 		rc = fchmodat(cut.root, rel(path), mode, 0);
 	return leave(rc < 0 ? -errno : 0);
@@ -658,7 +664,7 @@ static int c_chown(const char *path, uid_t uid, gid_t gid, struct fuse_file_info
 	if ((rc = enter(path)) < 0)
 		return leave(rc);
 	if (fi)
-		rc = fchown(((struct handle *)fi->fh)->fd, uid, gid);
+		rc = fchown(handle_of(fi)->fd, uid, gid);
 	else
 		rc = fchownat(cut.root, rel(path), uid, gid, AT_SYMLINK_NOFOLLOW);
 	return leave(rc < 0 ? -errno : 0);
@@ -685,8 +691,8 @@ static int c_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 
 	if ((rc = enter(path)) < 0)
 		return leave(rc);
-	if (fi && ((struct handle *)fi->fh)->fs)
-		return leave(truncate_fs(((struct handle *)fi->fh)->fs, size));
+	if (fi && handle_of(fi)->fs)
+		return leave(truncate_fs(handle_of(fi)->fs, size));
 	if ((fd = openat(cut.root, rel(path), O_RDWR | O_CLOEXEC | O_NOFOLLOW)) < 0)
 		return leave(-errno);
 	rc = (fs = fs_get(fd)) ? truncate_fs(fs, size) : -EIO;
@@ -765,7 +771,7 @@ static int c_read(const char *path, char *buf, size_t size, off_t off, struct fu
 	(void)path;
 	if ((rc = enter(NULL)) < 0)
 		return leave(rc);
-	n = pread(((struct handle *)fi->fh)->fd, buf, size, off);
+	n = pread(handle_of(fi)->fd, buf, size, off);
 	return leave(n < 0 ? -errno : (int)n);
 }
 
@@ -773,7 +779,7 @@ static int c_read(const char *path, char *buf, size_t size, off_t off, struct fu
 static int c_write(const char *path, const char *buf, size_t size, off_t off,
 		   struct fuse_file_info *fi)
 {
-	struct handle *h = (struct handle *)fi->fh;
+	struct handle *h = handle_of(fi);
 	ssize_t n;
 	int rc;
 
@@ -805,7 +811,7 @@ static int c_statfs(const char *path, struct statvfs *sv)
 /* c_release - close */
 static int c_release(const char *path, struct fuse_file_info *fi)
 {
-	struct handle *h = (struct handle *)fi->fh;
+	struct handle *h = handle_of(fi);
 
 	(void)path;
 	pthread_mutex_lock(&cut.lock);
@@ -822,7 +828,7 @@ static int c_release(const char *path, struct fuse_file_info *fi)
 /* c_fsync - fsync or fdatasync: the file's bytes and size are durable */
 static int c_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 {
-	struct handle *h = (struct handle *)fi->fh;
+	struct handle *h = handle_of(fi);
 	struct fstate *fs;
 	int rc;
 
@@ -932,7 +938,7 @@ static int c_utimens(const char *path, const struct timespec tv[2], struct fuse_
 	if ((rc = enter(path)) < 0)
 		return leave(rc);
 	if (fi)
-		rc = futimens(((struct handle *)fi->fh)->fd, tv);
+		rc = futimens(handle_of(fi)->fd, tv);
 	else
 		rc = utimensat(cut.root, rel(path), tv, AT_SYMLINK_NOFOLLOW);
 	return leave(rc < 0 ? -errno : 0);
@@ -948,7 +954,7 @@ static int c_fallocate(const char *path, int mode, off_t off, off_t len, struct 
 		return leave(rc);
 	if (mode != 0)
 		return leave(-EOPNOTSUPP);
-	rc = posix_fallocate(((struct handle *)fi->fh)->fd, off, len);
+	rc = posix_fallocate(handle_of(fi)->fd, off, len);
 	return leave(-rc);
 }
 

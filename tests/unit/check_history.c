@@ -209,18 +209,20 @@ static void put(size_t from, size_t to)
 /* index_fn - store_hist_index with n[0] as keep; n[1] indexed, n[2] left */
 static int index_fn(struct store_txn *t, void *arg)
 {
-	size_t *n = arg;
-	int rc = store_hist_index(t, n[0], &n[1]);
+	uint64_t *n = arg;
+	size_t done = 0;
+	int rc = store_hist_index(t, n[0], &done);
 
-	n[2] = (size_t)store_hist_unindexed(t);
+	n[1] = done;
+	n[2] = store_hist_unindexed(t);
 	return rc;
 }
 
 /* index_hist - index until keep records wait: how many were; left, how
  * many wait then */
-static size_t index_hist(size_t keep, size_t *left)
+static size_t index_hist(uint64_t keep, size_t *left)
 {
-	size_t n[3] = {keep, 99, 99};
+	uint64_t n[3] = {keep, 99, 99};
 	char err[256];
 
 	ck_assert_int_eq(store_write(st, index_fn, n, err, sizeof(err)), 0);
@@ -250,8 +252,9 @@ static const char *find(char kind, const char *value)
 
 static int prune_fn(struct store_txn *t, void *arg)
 {
-	size_t *n = arg, max = n[0], got = 0;
-	int rc = store_hist_prune(t, n[1], max, &got);
+	uint64_t *n = arg;
+	size_t got = 0;
+	int rc = store_hist_prune(t, n[1], (size_t)n[0], &got);
 
 	n[2] = got;
 	return rc;
@@ -262,7 +265,8 @@ static int prune_fn(struct store_txn *t, void *arg)
 START_TEST(test_hist_store)
 {
 	char err[256];
-	size_t p[3], left;
+	uint64_t p[3];
+	size_t left;
 
 	recs[0] = accept_rec(QA, T0, 0xaa, "<m1@example.org>", "Ann@X.example\nbob@y.example");
 	recs[1] = accept_rec(QB, T0 + 10, 0xbb, "<m2@example.org>", "bob@y.example");
