@@ -24,7 +24,7 @@ _tap_failed=0     # tests that failed
 _tap_planned=     # set once a plan line was printed
 
 # Per-script session directory: holds tap_tmpdir directories plus the
-# cleanup registry (.pids, .on_exit, .ports).  World-traversable (0755)
+# cleanup registry (.pids, .on_exit).  World-traversable (0755)
 # because Postfix and tern daemons drop privileges and must reach sockets
 # and queue directories below it.
 _tap_root=$(mktemp -d "${TMPDIR:-/tmp}/tern-test.XXXXXX") || {
@@ -34,7 +34,6 @@ _tap_root=$(mktemp -d "${TMPDIR:-/tmp}/tern-test.XXXXXX") || {
 chmod 0755 "$_tap_root"
 : >"$_tap_root/.pids"
 : >"$_tap_root/.on_exit"
-: >"$_tap_root/.ports"
 
 # tap_diag - print each argument (multi-line allowed) as "# " diagnostics
 tap_diag() {
@@ -189,23 +188,61 @@ trap 'exit 143' TERM HUP
 # free_port - print a currently unused TCP port on 127.0.0.1
 #
 # Picks random ports in 20000-60000 outside the kernel's ephemeral range
-# (so outgoing connections cannot grab them), checks each by binding it,
-# and never hands out the same port twice within one test script.
-# Parallel test scripts rely on the randomness; there is an unavoidable
-# window between this check and the daemon binding the port.
+# (so outgoing connections cannot grab them) and checks each by binding
+# it. A port handed out stays reserved for as long as the script that
+# asked for it runs, for every test script on the machine: a registry
+# of "port pid" lines (/run/tern-test-ports as root, else
+# $TMPDIR/tern-test-ports.UID; TERN_TEST_PORTS overrides), rewritten
+# under flock without the entries of scripts that have ended. So a port
+# a test keeps unbound on purpose (a peer that is down for now) cannot
+# go to another script's daemon. What remains is the window between
+# the check and the daemon binding the port, against processes that do
+# not use this registry. TERN_TEST_PORT_RANGE=LO-HI narrows the range
+# (selftest-ports.sh).
 free_port() {
-	python3 - "$_tap_root/.ports" <<-'EOF'
-		import random, socket, sys
-		used = {int(p) for p in open(sys.argv[1]).read().split()}
+	python3 - "$$" <<-'EOF'
+		import fcntl, os, random, socket, sys
+		owner = int(sys.argv[1])
+		uid = os.geteuid()
+		path = os.environ.get("TERN_TEST_PORTS") or (
+		    "/run/tern-test-ports" if uid == 0 else
+		    "%s/tern-test-ports.%d" % (os.environ.get("TMPDIR", "/tmp"), uid))
+		fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+		if os.fstat(fd).st_uid != uid:
+		    sys.exit("free_port: %s belongs to another user" % path)
+		fcntl.flock(fd, fcntl.LOCK_EX)  # released when this process exits
+
+		def alive(pid):
+		    try:
+		        os.kill(pid, 0)
+		    except ProcessLookupError:
+		        return False
+		    except PermissionError:
+		        pass
+		    return True
+
+		data = b""
+		while True:
+		    chunk = os.read(fd, 65536)
+		    if not chunk:
+		        break
+		    data += chunk
+		held = []
+		for line in data.decode(errors="replace").splitlines():
+		    f = line.split()
+		    if len(f) == 2 and f[0].isdigit() and f[1].isdigit() and alive(int(f[1])):
+		        held.append((int(f[0]), int(f[1])))
+		used = {port for port, _ in held}
 		try:
 		    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
 		        eph_lo, eph_hi = map(int, f.read().split())
 		except (OSError, ValueError):
 		    eph_lo, eph_hi = 32768, 60999
-		ports = [p for p in range(20000, 60001)
+		lo, hi = map(int, os.environ.get("TERN_TEST_PORT_RANGE", "20000-60000").split("-"))
+		ports = [p for p in range(lo, hi + 1)
 		         if p not in used and not eph_lo <= p <= eph_hi]
 		if not ports:  # ephemeral range covers everything: ignore it
-		    ports = [p for p in range(20000, 60001) if p not in used]
+		    ports = [p for p in range(lo, hi + 1) if p not in used]
 		random.shuffle(ports)
 		for port in ports[:1000]:
 		    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -215,8 +252,10 @@ free_port() {
 		        continue
 		    finally:
 		        s.close()
-		    with open(sys.argv[1], "a") as f:
-		        f.write("%d\n" % port)
+		    held.append((port, owner))
+		    os.lseek(fd, 0, os.SEEK_SET)
+		    os.ftruncate(fd, 0)
+		    os.write(fd, "".join("%d %d\n" % e for e in held).encode())
 		    print(port)
 		    sys.exit(0)
 		sys.exit("free_port: no free port found")
