@@ -24,7 +24,7 @@ export TERN_TEST_PORTS=$top/registry TERN_TEST_PORT_RANGE=24000-$((24000 + RANGE
 # live as long as it does); sets asker_pid
 asker() {
 	bash -c '. "$1/tap.sh"; for ((i = 0; i < $2; i++)); do free_port || exit 1; done >"$3"
-		touch "$3.done"; while [ ! -e "$4" ]; do sleep 0.1; done; echo "1..0"' \
+		touch "$3.done"; wait_until 120 test -e "$4"' \
 		"$1" "$libdir" "$PORTS" "$top/$1" "$top/go" >/dev/null 2>&1 &
 	asker_pid=$!
 	tap_bg_register "$asker_pid"
