@@ -64,7 +64,15 @@ struct q_rcpt {
 	char *orcpt;			/* "type;xtext", or "" */
 	char *peer;			/* route at acceptance */
 	char *reply;			/* last reply (delay reason), or "" */
+	uint8_t flags;			/* RCPT_MAYBE_SENT */
 };
+
+/* q_rcpt flags. RCPT_MAYBE_SENT: an attempt's content went out whole and
+ * its final reply was never read, so the peer may have the message
+ * already: its next attempt goes alone on its connection (ternd(8),
+ * possible duplicates); kept until the recipient is final. */
+#define RCPT_MAYBE_SENT 0x01
+#define RCPT_FLAGS_ALL RCPT_MAYBE_SENT
 
 const char *rcpt_state_name(enum rcpt_state state);
 void q_msg_clear(struct q_msg *m);

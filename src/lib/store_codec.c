@@ -17,7 +17,7 @@
 #include "xalloc.h"
 
 #define MSG_VERSION 2		/* 2: the trace link at the end; 1 still read */
-#define RCPT_VERSION 1
+#define RCPT_VERSION 2		/* 2: the flags at the end; 1 still read */
 #define HIST_VERSION 2		/* 2: the trace link at the end; 1 still read */
 #define JOURNAL_VERSION 1
 
@@ -214,6 +214,7 @@ size_t q_rcpt_encode(const struct q_rcpt *rc, unsigned char *buf, size_t cap)
 	put_str(&w, rc->orcpt);
 	put_str(&w, rc->peer);
 	put_str(&w, rc->reply);
+	put_uint(&w, rc->flags, 1);
 	return w.overflow ? 0 : w.len;
 }
 
@@ -228,8 +229,10 @@ static int notify_ok(unsigned notify)
 /* rcpt_decode - decode a recipient record; -1 if it is malformed */
 static int rcpt_decode(struct rbuf *r, struct q_rcpt *rc)
 {
+	uint64_t version;
+
 	memset(rc, 0, sizeof(*rc));
-	if (get_uint(r, 1) != RCPT_VERSION)
+	if ((version = get_uint(r, 1)) != RCPT_VERSION && version != 1)
 		r->bad = 1;
 	rc->idx = (uint32_t)get_uint(r, 4);
 	rc->state = (uint8_t)get_uint(r, 1);
@@ -240,8 +243,11 @@ static int rcpt_decode(struct rbuf *r, struct q_rcpt *rc)
 	rc->orcpt = get_text(r, SMTP_ORCPT_MAX);
 	rc->peer = get_text(r, SCHED_PEER_MAX);
 	rc->reply = get_text(r, SMTP_REPLY_FORMAT_MAX - 1);
+	if (version >= 2)
+		rc->flags = (uint8_t)get_uint(r, 1);
 	if (r->bad || r->off != r->len
-	    || (!r->layout_only && (rc->state > RCPT_BOUNCED || !notify_ok(rc->notify)))) {
+	    || (!r->layout_only && (rc->state > RCPT_BOUNCED || !notify_ok(rc->notify)
+				    || (rc->flags & ~RCPT_FLAGS_ALL)))) {
 		q_rcpt_clear(rc);
 		return -1;
 	}

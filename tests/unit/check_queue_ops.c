@@ -46,10 +46,10 @@ static void teardown(void)
 }
 
 static struct q_rcpt rcpts[] = {
-	{0, RCPT_QUEUED, 0, 0, 1000, "q@x", "", "peer0", ""},
-	{1, RCPT_SENT, 0, 1, 500, "s@x", "", "peer0", "250 ok"},
-	{2, RCPT_DEFERRED, 0, 3, 5000, "d@x", "", "peer1", "451 later"},
-	{3, RCPT_BOUNCED, 0, 2, 700, "b@x", "", "peer1", "550 no"},
+	{0, RCPT_QUEUED, 0, 0, 1000, "q@x", "", "peer0", "", 0},
+	{1, RCPT_SENT, 0, 1, 500, "s@x", "", "peer0", "250 ok", 0},
+	{2, RCPT_DEFERRED, 0, 3, 5000, "d@x", "", "peer1", "451 later", 0},
+	{3, RCPT_BOUNCED, 0, 2, 700, "b@x", "", "peer1", "550 no", 0},
 };
 
 /* msg_init - a message in segment seg_id (or its own file) */

@@ -122,6 +122,7 @@ static void rcpt_eq(const struct q_rcpt *a, const struct q_rcpt *b)
 	ck_assert_str_eq(a->orcpt, b->orcpt);
 	ck_assert_str_eq(a->peer, b->peer);
 	ck_assert_str_eq(a->reply, b->reply);
+	ck_assert_uint_eq(a->flags, b->flags);
 }
 
 /* one message and its recipients, to be written */
@@ -305,12 +306,12 @@ START_TEST(test_roundtrip)
 	/* out of index order on purpose; idx 256 sorts after 2 (big-endian keys) */
 	struct q_rcpt r[] = {
 		{256, RCPT_DEFERRED, 0x0e, 7, 1700000000999999ULL, "late@example.org", "", "mx2",
-		 "451 4.3.0 try again later"},
+		 "451 4.3.0 try again later", 0},
 		{0, RCPT_QUEUED, 0x01, 0, 1700000000123456ULL,
-		 "\xc3\xbc\x62\x65r@\xc3\xa9xample.org", "rfc822;a+2Bb@example.org", "mx1.example", ""},
-		{2, RCPT_SENT, 0, 1, 0, "", "", "", ""},
+		 "\xc3\xbc\x62\x65r@\xc3\xa9xample.org", "rfc822;a+2Bb@example.org", "mx1.example", "", RCPT_MAYBE_SENT},
+		{2, RCPT_SENT, 0, 1, 0, "", "", "", "", 0},
 		{1, RCPT_BOUNCED, 0x0e, 0xffffffff, UINT64_MAX, "b\x80\xff@x", "utf-8;b\\x{FC}", "mx1.example",
-		 "550 5.1.1 no such user"},
+		 "550 5.1.1 no such user", 0},
 	};
 	static const size_t order[] = {1, 3, 2, 0};
 	struct q_rcpt *rcpts = NULL;
@@ -360,19 +361,19 @@ END_TEST
 
 /* three messages with recipients, some live, due times interleaved */
 static struct q_rcpt ra[] = {
-	{0, RCPT_QUEUED, 0, 0, 300, "a0@x", "", "pa", ""},
-	{1, RCPT_SENT, 0, 1, 100, "a1@x", "", "pa", ""},
-	{2, RCPT_DEFERRED, 0, 2, 600, "a2@x", "", "pa2", "451 later"},
+	{0, RCPT_QUEUED, 0, 0, 300, "a0@x", "", "pa", "", 0},
+	{1, RCPT_SENT, 0, 1, 100, "a1@x", "", "pa", "", 0},
+	{2, RCPT_DEFERRED, 0, 2, 600, "a2@x", "", "pa2", "451 later", 0},
 };
 static struct q_rcpt rb[] = {
-	{0, RCPT_DEFERRED, 0, 1, 200, "b0@x", "", "pb", ""},
-	{1, RCPT_QUEUED, 0, 0, 500, "b1@x", "", "pb", ""},
-	{2, RCPT_BOUNCED, 0, 3, 50, "b2@x", "", "pb", "550 no"},
+	{0, RCPT_DEFERRED, 0, 1, 200, "b0@x", "", "pb", "", 0},
+	{1, RCPT_QUEUED, 0, 0, 500, "b1@x", "", "pb", "", 0},
+	{2, RCPT_BOUNCED, 0, 3, 50, "b2@x", "", "pb", "550 no", 0},
 };
 static struct q_rcpt rc_[] = {
-	{0, RCPT_QUEUED, 0, 0, 400, "c0@x", "", "pc", ""},
-	{1, RCPT_QUEUED, 0, 0, 300, "c1@x", "", "pc", ""},
-	{7, RCPT_QUEUED, 0, 0, 100, "c7@x", "", "pc", ""},
+	{0, RCPT_QUEUED, 0, 0, 400, "c0@x", "", "pc", "", 0},
+	{1, RCPT_QUEUED, 0, 0, 300, "c1@x", "", "pc", "", 0},
+	{7, RCPT_QUEUED, 0, 0, 100, "c7@x", "", "pc", "", 0},
 };
 
 /* put_three - messages QA, QB, QC with the recipients above */
@@ -506,7 +507,7 @@ START_TEST(test_del_many)
 	for (size_t i = 0; i < N_ELEMENTS(r); i++) {
 		snprintf(addr[i], sizeof(addr[i]), "user%zu@example.org", i);
 		r[i] = (struct q_rcpt){(uint32_t)i, i % 3 == 2 ? RCPT_SENT : RCPT_QUEUED, 0, 0,
-				       1000 + i % 7, addr[i], "", "peer", ""};
+				       1000 + i % 7, addr[i], "", "peer", "", 0};
 	}
 	msg_init(&m, QB, 0);
 	put(&m, r, N_ELEMENTS(r));
@@ -556,12 +557,12 @@ static void rcpt_put(struct rcpt_arg *a)
 START_TEST(test_move_schedule)
 {
 	struct q_rcpt r[] = {
-		{0, RCPT_QUEUED, 0, 0, 500, "a@x", "", "p0", ""},
-		{1, RCPT_QUEUED, 0, 0, 500, "b@x", "", "p1", ""},
+		{0, RCPT_QUEUED, 0, 0, 500, "a@x", "", "p0", "", 0},
+		{1, RCPT_QUEUED, 0, 0, 500, "b@x", "", "p1", "", 0},
 	};
 	static const char *const p1_p9[] = {"p1", "p9"};
 	struct q_msg m;
-	struct rcpt_arg a = {QA, {0, RCPT_DEFERRED, 0, 1, 200, "a@x", "", "p0", "451 x"}};
+	struct rcpt_arg a = {QA, {0, RCPT_DEFERRED, 0, 1, 200, "a@x", "", "p0", "451 x", 0}};
 
 	msg_init(&m, QA, 0);
 	put(&m, r, 2);
@@ -613,7 +614,7 @@ START_TEST(test_move_schedule)
 		rcpts_expect(QA, now, 2);
 	}
 	/* a delete takes the entry from the peer the record names now */
-	a.r = (struct q_rcpt){1, RCPT_DEFERRED, 0, 1, 700, "b@x", "", "p2", "451 y"};
+	a.r = (struct q_rcpt){1, RCPT_DEFERRED, 0, 1, 700, "b@x", "", "p2", "451 y", 0};
 	rcpt_put(&a);
 	{
 		static const struct due want[] = {{700, QA, 1, "p2"}};
@@ -633,7 +634,7 @@ START_TEST(test_long_peer)
 {
 	static char peer[511 - (1 + 8 + QID_LEN + 4) + 2];	/* the longest, one more, NUL */
 	const size_t max = sizeof(peer) - 2;
-	struct q_rcpt r = {0, RCPT_QUEUED, 0, 0, 10, "a@x", "", peer, ""};
+	struct q_rcpt r = {0, RCPT_QUEUED, 0, 0, 10, "a@x", "", peer, "", 0};
 	struct due want = {10, QA, 0, ""};
 	struct q_msg m, got;
 	struct put_arg a;
@@ -707,7 +708,7 @@ START_TEST(test_sched_peers_many)
 	for (size_t i = 0; i < N_ELEMENTS(r); i++) {
 		snprintf(addr[i], sizeof(addr[i]), "u%zu@example.org", i);
 		r[i] = (struct q_rcpt){(uint32_t)i, i % 5 == 4 ? RCPT_SENT : RCPT_QUEUED, 0, 0,
-				       1000 + i * 7919 % 5000, addr[i], "", (char *)peers[i % 4], ""};
+				       1000 + i * 7919 % 5000, addr[i], "", (char *)peers[i % 4], "", 0};
 		if (r[i].state == RCPT_QUEUED) {
 			total[i % 4] += N_ELEMENTS(qids);
 			due_by[i % 4] += r[i].next_us <= until ? N_ELEMENTS(qids) : 0;
@@ -1198,7 +1199,7 @@ static int txn_fn(struct store_txn *t, void *arg)
 {
 	struct txn_arg *a = arg;
 	struct q_msg m, tmp;
-	struct q_rcpt r = {5, RCPT_QUEUED, 0, 0, 10, "r@x", "", "p", ""};
+	struct q_rcpt r = {5, RCPT_QUEUED, 0, 0, 10, "r@x", "", "p", "", 0};
 	int rc;
 
 	msg_init(&m, QA, 0);
@@ -1235,7 +1236,7 @@ END_TEST
 START_TEST(test_readonly)
 {
 	struct q_msg m, got;
-	struct q_rcpt r = {0, RCPT_QUEUED, 0, 0, 10, "r@x", "", "p", ""};
+	struct q_rcpt r = {0, RCPT_QUEUED, 0, 0, 10, "r@x", "", "p", "", 0};
 	struct q_rcpt *rcpts;
 	struct put_arg a;
 	char err[512] = "", missing[4300];
@@ -1775,14 +1776,14 @@ START_TEST(test_walk_due)
 	struct q_msg m;
 
 	for (uint32_t i = 0; i < 3; i++)
-		r[i] = (struct q_rcpt){i, RCPT_QUEUED, 0, 0, 100, "a@x", "", "pw", ""};
-	r[3] = (struct q_rcpt){9, RCPT_DEFERRED, 0, 1, 200, "a9@x", "", "pw", "451 x"};
+		r[i] = (struct q_rcpt){i, RCPT_QUEUED, 0, 0, 100, "a@x", "", "pw", "", 0};
+	r[3] = (struct q_rcpt){9, RCPT_DEFERRED, 0, 1, 200, "a9@x", "", "pw", "451 x", 0};
 	msg_init(&m, QA, 1);
 	put(&m, r, 4);
-	r[4] = (struct q_rcpt){0, RCPT_QUEUED, 0, 0, 100, "b@x", "", "pw", ""};
+	r[4] = (struct q_rcpt){0, RCPT_QUEUED, 0, 0, 100, "b@x", "", "pw", "", 0};
 	msg_init(&m, QB, 2);
 	put(&m, &r[4], 1);
-	r[5] = (struct q_rcpt){0, RCPT_QUEUED, 0, 0, 50, "c@x", "", "pw", ""};
+	r[5] = (struct q_rcpt){0, RCPT_QUEUED, 0, 0, 50, "c@x", "", "pw", "", 0};
 	msg_init(&m, QC, 3);
 	put(&m, &r[5], 1);
 	peer_expect("pw", UINT64_MAX, all, N_ELEMENTS(all));
@@ -1861,7 +1862,7 @@ static size_t msg_encoded(struct q_msg *m)
 
 static struct q_rcpt codec_rcpt = {
 	0x01020304, RCPT_DEFERRED, 0x0e, 9, 0x1122334455667788ULL,
-	"\xc3\xbc@x", "rfc822;u@x", "peer", "451 later",
+	"\xc3\xbc@x", "rfc822;u@x", "peer", "451 later", RCPT_MAYBE_SENT,
 };
 
 /* rcpt_encoded - an encoded recipient; its length */
@@ -1948,21 +1949,37 @@ END_TEST
 
 START_TEST(test_codec_rcpt_roundtrip)
 {
-	struct q_rcpt got, empty = {0, RCPT_BOUNCED, 0, 0, 0, "", "", "", ""};
+	struct q_rcpt got, empty = {0, RCPT_BOUNCED, 0, 0, 0, "", "", "", "", 0};
 	unsigned char again[STORE_RECORD_MAX];
 	size_t n = rcpt_encoded();
 
+	/* 1 + 4 + 1 + 1 + 4 + 8, 4 strings, the flags */
 	ck_assert_uint_eq(n, 19 + 8 + strlen(codec_rcpt.addr) + strlen(codec_rcpt.orcpt)
-			  + strlen(codec_rcpt.peer) + strlen(codec_rcpt.reply));
+			  + strlen(codec_rcpt.peer) + strlen(codec_rcpt.reply) + 1);
+	ck_assert_uint_eq(rec[0], 2);		/* version */
+	ck_assert_uint_eq(rec[n - 1], RCPT_MAYBE_SENT);
 	ck_assert_int_eq(q_rcpt_decode(rec, n, &got), 0);
 	rcpt_eq(&got, &codec_rcpt);
+	ck_assert_uint_eq(got.flags, RCPT_MAYBE_SENT);
 	ck_assert_uint_eq(q_rcpt_encode(&got, again, sizeof(again)), n);
 	ck_assert_mem_eq(again, rec, n);
 	q_rcpt_clear(&got);
 	ck_assert_ptr_null(got.addr);
 
+	/* a flag this version does not know: refused */
+	rec[n - 1] = 0x80;
+	rcpt_rejects(rec, n);
+	/* a version 1 record (before the flags) still reads, with none; and
+	 * is no longer with them */
+	rec[0] = 1;
+	ck_assert_int_eq(q_rcpt_decode(rec, n - 1, &got), 0);
+	ck_assert_uint_eq(got.flags, 0);
+	ck_assert_str_eq(got.reply, codec_rcpt.reply);
+	q_rcpt_clear(&got);
+	rcpt_rejects(rec, n);
+
 	n = q_rcpt_encode(&empty, rec, sizeof(rec));
-	ck_assert_uint_eq(n, 27);
+	ck_assert_uint_eq(n, 28);
 	ck_assert_int_eq(q_rcpt_decode(rec, n, &got), 0);
 	rcpt_eq(&got, &empty);
 	q_rcpt_clear(&got);
@@ -1984,14 +2001,14 @@ END_TEST
 
 START_TEST(test_codec_version)
 {
-	static const unsigned char versions[] = {0, 2, 0x81, 0xff};
-	static const unsigned char msg_versions[] = {0, 3, 0x81, 0xff};
+	/* both records are at version 2, and read 1 (the round trip tests) */
+	static const unsigned char versions[] = {0, 3, 0x81, 0xff};
 	struct q_msg m;
 	size_t n;
 
 	for (size_t i = 0; i < N_ELEMENTS(versions); i++) {
 		n = msg_encoded(&m);
-		rec[0] = msg_versions[i];
+		rec[0] = versions[i];
 		msg_rejects(rec, n);
 		n = rcpt_encoded();
 		rec[0] = versions[i];
@@ -2160,11 +2177,11 @@ END_TEST
 
 START_TEST(test_codec_null_strings)
 {
-	struct q_rcpt r = {1, RCPT_QUEUED, 0, 0, 5, NULL, NULL, NULL, NULL}, got;
+	struct q_rcpt r = {1, RCPT_QUEUED, 0, 0, 5, NULL, NULL, NULL, NULL, 0}, got;
 	size_t n = q_rcpt_encode(&r, rec, sizeof(rec));
 
 	/* NULL strings are encoded as "" */
-	ck_assert_uint_eq(n, 27);
+	ck_assert_uint_eq(n, 28);
 	ck_assert_int_eq(q_rcpt_decode(rec, n, &got), 0);
 	ck_assert_str_eq(got.addr, "");
 	ck_assert_str_eq(got.reply, "");
