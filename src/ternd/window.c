@@ -8,11 +8,17 @@
 
 #include "window.h"
 
+/* window_depth - max_pipeline_depth cut to 1..WINDOW_MAX */
+static size_t window_depth(long long depth)
+{
+	return depth < 1 ? 1 : depth > WINDOW_MAX ? WINDOW_MAX : (size_t)depth;
+}
+
 /* window_init - an empty window of depth transactions (cut to
  * 1..WINDOW_MAX) and max_bytes octets of content (0: no bound) */
 void window_init(struct window *w, long long depth, uint64_t max_bytes)
 {
-	w->depth = depth < 1 ? 1 : depth > WINDOW_MAX ? WINDOW_MAX : (size_t)depth;
+	w->depth = window_depth(depth);
 	w->max_bytes = max_bytes;
 	w->head = w->count = 0;
 	w->bytes = 0;
@@ -64,4 +70,59 @@ void window_pop(struct window *w)
 	w->bytes -= w->size[w->head];
 	w->head = (w->head + 1) % w->depth;
 	w->count--;
+}
+
+/* window_cc_init - a congestion window that starts small: one
+ * transaction in flight, slow start up to the whole depth */
+void window_cc_init(struct window_cc *cc, long long depth)
+{
+	cc->max = (uint32_t)window_depth(depth);
+	cc->cwnd = 1;
+	cc->ssthresh = cc->max;
+	cc->acked = 0;
+}
+
+/* window_cc_depth - max_pipeline_depth as a reload set it: the window
+ * and ssthresh cut to it, or free to grow to it */
+void window_cc_depth(struct window_cc *cc, long long depth)
+{
+	uint32_t max = (uint32_t)window_depth(depth);
+
+	if (max == cc->max)
+		return;
+	if (cc->ssthresh == cc->max || cc->ssthresh > max)
+		cc->ssthresh = max;
+	cc->max = max;
+	if (cc->cwnd > max)
+		cc->cwnd = max;
+}
+
+/* window_cc_ack - a final reply was read on a connection that goes on:
+ * one more in slow start, else one more per window answered in full */
+void window_cc_ack(struct window_cc *cc)
+{
+	if (cc->cwnd >= cc->max)
+		return;
+	if (cc->cwnd < cc->ssthresh) {
+		cc->cwnd++;
+		return;
+	}
+	if (++cc->acked >= cc->cwnd) {
+		cc->acked = 0;
+		cc->cwnd++;
+	}
+}
+
+/* window_cc_loss - a connection was lost with inflight transactions
+ * unanswered (0: nothing was at stake, nothing changes): back to one,
+ * ssthresh at half of what was in flight, at least 2 */
+void window_cc_loss(struct window_cc *cc, size_t inflight)
+{
+	size_t half = inflight / 2;
+
+	if (inflight == 0)
+		return;
+	cc->ssthresh = half < 2 ? 2 : half > cc->max ? cc->max : (uint32_t)half;
+	cc->cwnd = 1;
+	cc->acked = 0;
 }

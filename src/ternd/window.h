@@ -13,6 +13,18 @@
  *     window_init(&w, depth, max_bytes);
  *     while (window_room(&w, size)) slot = window_push(&w, size), write it;
  *     slot = window_oldest(&w); read its replies; window_pop(&w);
+ *
+ * How much of the depth is used is the congestion window's (struct
+ * window_cc), after TCP's (RFC 5681): a lost connection costs every
+ * transaction in flight on it a possible second copy, so the window
+ * starts at one transaction, grows by one for each final reply read
+ * (slow start: it doubles per round trip) up to ssthresh, then by one
+ * per window answered in full (additive increase), up to the depth; a
+ * connection lost with transactions in flight cuts it to one and
+ * ssthresh to half of what was in flight (at least 2). Each peer keeps
+ * one, shared by its connections, and each connection its own from the
+ * moment it opens: a connection writes within the smaller of the two, so
+ * a fault, a new connection or a restart starts small.
  */
 #ifndef TERN_WINDOW_H
 #define TERN_WINDOW_H
@@ -30,11 +42,23 @@ struct window {
 	uint64_t size[WINDOW_MAX];	/* per slot: its content octets */
 };
 
+/* The congestion window of a peer or of one connection (window_cc_*). */
+struct window_cc {
+	uint32_t cwnd;			/* transactions that may be in flight, 1..max */
+	uint32_t ssthresh;		/* below it, slow start; from it, additive */
+	uint32_t max;			/* max_pipeline_depth, cut to 1..WINDOW_MAX */
+	uint32_t acked;			/* final replies counted toward the next +1 */
+};
+
 void window_init(struct window *w, long long depth, uint64_t max_bytes);
 int window_room(const struct window *w, uint64_t size);
 size_t window_push(struct window *w, uint64_t size);
 size_t window_oldest(const struct window *w);
 size_t window_nth(const struct window *w, size_t k);
 void window_pop(struct window *w);
+void window_cc_init(struct window_cc *cc, long long depth);
+void window_cc_depth(struct window_cc *cc, long long depth);
+void window_cc_ack(struct window_cc *cc);
+void window_cc_loss(struct window_cc *cc, size_t inflight);
 
 #endif

@@ -3,7 +3,11 @@
  * connection: slots come back oldest first, in the order written, around
  * the ring; no more than max_pipeline_depth transactions nor (but for one
  * alone) max_pipeline_bytes of content are in flight; the depth is cut to
- * 1..WINDOW_MAX.
+ * 1..WINDOW_MAX. The congestion window: it starts at one, doubles per
+ * round trip up to ssthresh, then grows by one per window answered in
+ * full, never past the depth; a loss with transactions in flight cuts it
+ * to one and ssthresh to half of them (at least 2); a reload's depth cuts
+ * it or lets it grow.
  */
 #include "config.h"
 
@@ -101,6 +105,96 @@ START_TEST(test_depth)
 }
 END_TEST
 
+/* cc_acks - n final replies read */
+static void cc_acks(struct window_cc *cc, int n)
+{
+	while (n-- > 0)
+		window_cc_ack(cc);
+}
+
+START_TEST(test_cc)
+{
+	struct window_cc cc;
+
+	window_cc_init(&cc, 32);
+	ck_assert_uint_eq(cc.cwnd, 1);		/* starts small */
+	ck_assert_uint_eq(cc.ssthresh, 32);
+	/* slow start: a window answered in full doubles it */
+	cc_acks(&cc, 1);
+	ck_assert_uint_eq(cc.cwnd, 2);
+	cc_acks(&cc, 2);
+	ck_assert_uint_eq(cc.cwnd, 4);
+	cc_acks(&cc, 4 + 8 + 16);
+	ck_assert_uint_eq(cc.cwnd, 32);
+	cc_acks(&cc, 1000);
+	ck_assert_uint_eq(cc.cwnd, 32);		/* never past the depth */
+	/* a loss with 20 in flight: back to 1, ssthresh 10 */
+	window_cc_loss(&cc, 20);
+	ck_assert_uint_eq(cc.cwnd, 1);
+	ck_assert_uint_eq(cc.ssthresh, 10);
+	cc_acks(&cc, 9);
+	ck_assert_uint_eq(cc.cwnd, 10);		/* slow start up to ssthresh */
+	cc_acks(&cc, 9);
+	ck_assert_uint_eq(cc.cwnd, 10);		/* then one per window in full */
+	cc_acks(&cc, 1);
+	ck_assert_uint_eq(cc.cwnd, 11);
+	cc_acks(&cc, 10);
+	ck_assert_uint_eq(cc.cwnd, 11);
+	cc_acks(&cc, 1);
+	ck_assert_uint_eq(cc.cwnd, 12);
+	/* a loss with nothing in flight changes nothing */
+	window_cc_loss(&cc, 0);
+	ck_assert_uint_eq(cc.cwnd, 12);
+	/* repeated losses: ssthresh at least 2 */
+	window_cc_loss(&cc, 1);
+	ck_assert_uint_eq(cc.cwnd, 1);
+	ck_assert_uint_eq(cc.ssthresh, 2);
+	cc_acks(&cc, 1);
+	ck_assert_uint_eq(cc.cwnd, 2);
+	cc_acks(&cc, 1);
+	ck_assert_uint_eq(cc.cwnd, 2);		/* additive from 2 */
+	cc_acks(&cc, 1);
+	ck_assert_uint_eq(cc.cwnd, 3);
+	/* more in flight than the depth (a reload cut it): ssthresh at most the depth */
+	window_cc_init(&cc, 4);
+	window_cc_loss(&cc, 100);
+	ck_assert_uint_eq(cc.ssthresh, 4);
+	/* depth 1: one at a time, whatever happens */
+	window_cc_init(&cc, 1);
+	cc_acks(&cc, 10);
+	ck_assert_uint_eq(cc.cwnd, 1);
+	window_cc_init(&cc, 0);
+	ck_assert_uint_eq(cc.max, 1);
+	window_cc_init(&cc, 100000);
+	ck_assert_uint_eq(cc.max, WINDOW_MAX);
+}
+END_TEST
+
+START_TEST(test_cc_depth)
+{
+	struct window_cc cc;
+
+	window_cc_init(&cc, 32);
+	cc_acks(&cc, 31);
+	ck_assert_uint_eq(cc.cwnd, 32);
+	window_cc_depth(&cc, 8);		/* a reload cuts the depth */
+	ck_assert_uint_eq(cc.cwnd, 8);
+	ck_assert_uint_eq(cc.ssthresh, 8);
+	window_cc_depth(&cc, 64);		/* and raises it: slow start on to it */
+	ck_assert_uint_eq(cc.cwnd, 8);
+	ck_assert_uint_eq(cc.ssthresh, 64);
+	cc_acks(&cc, 56);
+	ck_assert_uint_eq(cc.cwnd, 64);
+	/* after a loss, a larger depth keeps the lower ssthresh */
+	window_cc_loss(&cc, 10);
+	window_cc_depth(&cc, 128);
+	ck_assert_uint_eq(cc.ssthresh, 5);
+	ck_assert_uint_eq(cc.max, 128);
+	window_cc_depth(&cc, 128);		/* the same: nothing changes */
+	ck_assert_uint_eq(cc.cwnd, 1);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("window");
@@ -109,6 +203,8 @@ int main(void)
 	tcase_add_test(tc, test_order);
 	tcase_add_test(tc, test_bytes);
 	tcase_add_test(tc, test_depth);
+	tcase_add_test(tc, test_cc);
+	tcase_add_test(tc, test_cc_depth);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }
