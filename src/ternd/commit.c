@@ -102,10 +102,13 @@ static int hist_unindexed = 1;		/* records may wait for their index (writer) */
 static pthread_t appender_thread, writer_thread;
 static struct ratelimit spool_errors = RATELIMIT_INIT;	/* the appender's error lines */
 
-/* commit_submit - queue a job and wait until it is committed (or failed) */
-int commit_submit(struct job *job)
+/* commit_post - queue a job without waiting for it: commit_wait (or
+ * commit_poll) gives its answer. A session's fiber waits in commit_submit
+ * alone; this is for threads. -1 at once when ternd has stopped. */
+int commit_post(struct job *job)
 {
 	job->next = NULL;
+	job->posted = 0;
 	pthread_mutex_lock(&ternd.lock);
 	if (ternd.stop == TERND_STOPPED) {
 		pthread_mutex_unlock(&ternd.lock);
@@ -114,18 +117,49 @@ int commit_submit(struct job *job)
 	}
 	if ((job->fiber = fiber_self()) == NULL)
 		sem_init(&job->done, 0, 0);
+	job->posted = 1;
 	*ternd.tail = job;
 	ternd.tail = &job->next;
 	pthread_cond_signal(&ternd.work);
 	pthread_mutex_unlock(&ternd.lock);
-	if (job->fiber != NULL)
+	return 0;
+}
+
+/* commit_poll - has a posted job been answered? 1 (its result in
+ * job->result, the job the caller's again), 0 not yet; a thread's only */
+int commit_poll(struct job *job)
+{
+	if (!job->posted)
+		return 1;	/* refused by commit_post */
+	if (sem_trywait(&job->done) < 0)
+		return 0;
+	sem_destroy(&job->done);
+	job->posted = 0;
+	return 1;
+}
+
+/* commit_wait - wait for a posted job's answer; its result */
+int commit_wait(struct job *job)
+{
+	if (!job->posted)
+		return job->result;
+	if (job->fiber != NULL) {
 		fiber_park();	/* its loop serves other sessions meanwhile */
-	else {
+	} else {
 		while (sem_wait(&job->done) < 0 && errno == EINTR)
 			;
 		sem_destroy(&job->done);
 	}
+	job->posted = 0;
 	return job->result;
+}
+
+/* commit_submit - queue a job and wait until it is committed (or failed) */
+int commit_submit(struct job *job)
+{
+	if (commit_post(job) < 0)
+		return -1;
+	return commit_wait(job);
 }
 
 /* job_answer - give a finished job back to its submitter, which may

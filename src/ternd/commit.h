@@ -1,8 +1,10 @@
 /*
  * commit.h - the committer: the only writer of the queue database and the
  * only appender to spool segments. Every other thread changes the queue
- * by submitting a job and waiting for its answer; none opens a write
- * transaction of its own. A job's write function runs inside the
+ * by submitting a job and waiting for its answer (commit_submit), or, a
+ * delivery thread that reads on meanwhile, by posting it and taking the
+ * answer later (commit_post, then commit_poll or commit_wait); none opens
+ * a write transaction of its own. A job's write function runs inside the
  * committer's transaction: it must be short, never block on I/O or a lock
  * another job's thread may hold, and never submit a job.
  */
@@ -41,6 +43,7 @@ struct job {
 	struct fiber *fiber;
 	sem_t done;
 	int result;			/* 0, or -1 with err */
+	int posted;			/* queued, not yet taken back (commit_wait) */
 	char err[256];
 };
 
@@ -48,6 +51,9 @@ void commit_start(void);
 void commit_draining(void);
 void commit_stop(void);
 int commit_submit(struct job *job);
+int commit_post(struct job *job);
+int commit_poll(struct job *job);
+int commit_wait(struct job *job);
 void job_answer(struct job *job);
 
 #endif
