@@ -19,7 +19,9 @@ struct cli {
 	int verbose;
 	int print_defaults;
 	int print_settings;
-	int check_routes;		/* -n also reports unroutable domains (ternd) */
+	/* -n also reports what the program checks (ternd: unroutable domains,
+	 * the storage reserve), each finding to fn as a warning */
+	void (*check)(const struct conf *conf, void (*fn)(const char *msg, void *arg), void *arg);
 };
 
 void cli_init(struct cli *cli);

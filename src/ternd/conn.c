@@ -559,6 +559,8 @@ int conn_open(struct conn *c, const struct conf_peer *peer, SSL_CTX *ctx, const 
 	c->ssl = NULL;
 	c->messages = 0;
 	c->txns = 0;
+	c->failed_in_row = 0;
+	c->spent = 0;
 	c->why[0] = '\0';
 	memset(c->sent, 0, sizeof(c->sent));
 	for (char *h = strtok_r(hosts, ", \t", &save); h && rc < 0; h = strtok_r(NULL, ", \t", &save)) {

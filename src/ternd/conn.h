@@ -15,6 +15,7 @@
 
 #include "conf.h"
 #include "smtp_reply.h"
+#include "window.h"
 
 /* How message content leaves: sendfile(2) on plain connections, SSL_sendfile
  * over kernel TLS, else copied through SSL_write (and whenever dot-stuffed). */
@@ -35,6 +36,11 @@ struct conn {
 	unsigned messages;		/* transactions that delivered on this connection */
 	unsigned txns;			/* transactions started on it (conn_use) */
 	unsigned gen;			/* the peer settings it was opened with (relay.c) */
+	/* what its transactions came to, for relay.c: */
+	unsigned failed_in_row;		/* ended in a 4xx of the peer's, one after another */
+	int spent;			/* no more transactions on it: it closes when the
+					 * ones in flight are answered */
+	struct window_cc cc;		/* its congestion window, from its first transaction */
 	int opened, busy;		/* conn_open succeeded (counted in tern_connections{state}:
 					 * idle or busy; logged at close) */
 	char why[512];			/* the last failure, for logs and DSNs */

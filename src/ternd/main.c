@@ -39,6 +39,7 @@
 #include "session.h"
 #include "spanfile.h"
 #include "stats.h"
+#include "storage.h"
 #include "ternd.h"
 #include "trace_trust.h"
 #include "xalloc.h"
@@ -187,6 +188,14 @@ static int drain(void)
 	return left;
 }
 
+/* conf_check - what ternd -n warns of beyond the syntax: unroutable
+ * domains, a storage reserve out of proportion to the spool */
+static void conf_check(const struct conf *conf, void (*fn)(const char *msg, void *arg), void *arg)
+{
+	conf_route_check(conf, fn, arg);
+	storage_check(conf, fn, arg);
+}
+
 /* usage - print usage and exit with status: 0 (--help) on the standard
  * output, else on the standard error */
 static void __attribute__((noreturn)) usage(int status)
@@ -214,7 +223,7 @@ int main(int argc, char **argv)
 	closefrom(3);	/* what the caller left open is not ours: ternd(8) */
 	log_init(argv[0], "ternd");
 	cli_init(&cli);
-	cli.check_routes = 1;	/* -n: and the unroutable domains */
+	cli.check = conf_check;	/* -n: unroutable domains, the reserve */
 	while ((ch = getopt_long(argc, argv, CLI_COMMON_OPTS "Vh", longopts, NULL)) != -1) {
 		if (cli_option(&cli, ch, optarg))
 			continue;

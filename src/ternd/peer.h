@@ -19,6 +19,7 @@
 #include "conf.h"
 #include "jobq.h"
 #include "store.h"
+#include "window.h"
 
 struct peer_rt {
 	char *name;
@@ -35,6 +36,7 @@ struct peer_rt {
 	pthread_t *threads;
 	int nthreads;
 	struct breaker br;		/* under lock */
+	struct window_cc cc;		/* under lock: its pipeline window (window.h) */
 	struct peer_rt *backup;
 	struct bucket messages, connections;	/* rate limits (under lock) */
 	/* for ternq peers (under lock) */

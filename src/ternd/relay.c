@@ -23,6 +23,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@
 #include "relay_result.h"
 #include "sched.h"
 #include "stats.h"
+#include "storage.h"
 #include "ternd.h"
 #include "tls_cache.h"
 #include "window.h"
@@ -263,15 +265,22 @@ static int peer_connect(struct peer_rt *rt, const struct conf_peer *p, struct co
 }
 
 
+/* conn_full - the connection takes no more transactions: its reuse
+ * ended (spent), or max_messages_per_connection transactions were
+ * started on it, whatever they came to */
+static int conn_full(const struct conn *c, const struct conf_peer *p)
+{
+	return c->spent || (p->max_messages_per_connection
+			    && c->txns >= (unsigned long long)p->max_messages_per_connection);
+}
+
 /* next_attempt - the peer's next job, if one is waiting, the breaker is
  * closed, the rate allows it and the connection may carry one more
- * message after the inflight ones; never waits. 1 loaded into a */
+ * transaction; never waits. 1 loaded into a */
 static int next_attempt(struct peer_rt *rt, const struct conf_peer *p, const struct conn *c,
-			size_t inflight, struct attempt *a)
+			struct attempt *a)
 {
-	if (!(c->ehlo.flags & SMTP_EXT_PIPELINING) || c->fd < 0 || relay_stopping()
-	    || (p->max_messages_per_connection
-		&& c->messages + inflight >= (unsigned long long)p->max_messages_per_connection))
+	if (!(c->ehlo.flags & SMTP_EXT_PIPELINING) || c->fd < 0 || relay_stopping() || conn_full(c, p))
 		return 0;
 	for (;;) {
 		char qid[QID_LEN + 1];
@@ -295,16 +304,135 @@ static int next_attempt(struct peer_rt *rt, const struct conf_peer *p, const str
 	}
 }
 
-/* attempt_requeue - an attempt none of whose replies was read before the
- * connection died goes back to the front of its peer's queue, at no
- * attempt cost; one whose content went out whole is logged as a possible
- * duplicate */
-static void attempt_requeue(const struct conn *c, struct attempt *a)
+/* Transactions that end in a 4xx of the peer's, one after another, that
+ * end a connection's reuse (the next ones go over a new connection). */
+#define RELAY_FAILED_IN_ROW 3
+
+/* attempt_requeue - an attempt that was not sent goes back to the front
+ * of its peer's queue at no attempt cost, to be sent again at once on a
+ * new connection; why says why it was not (only loaded, its end of data
+ * never written, written behind a 421, refused at MAIL on a reused
+ * connection). None of these can have been delivered, so none is a
+ * possible duplicate. */
+static void attempt_requeue(const struct conn *c, struct attempt *a, const char *why)
 {
-	if (a->body_sent)
-		tx_twice_log(c, a, "sent again at once");
-	peer_cancel(a->home, &a->pass);
+	if (a->t0)
+		log_info("%s: not sent to %s[%s] (%s): sent again at once", a->qid, c->host, c->addr, why);
+	else
+		log_info("%s: not written (%s): tried again at once", a->qid, why);
+	peer_cancel(a->to, &a->pass);
 	sched_requeue(a);
+}
+
+/* The attempts of a window whose outcomes are on their way to the
+ * committer, oldest first: each is released once recorded. The delivery
+ * thread reads the next replies meanwhile, so a reply read is in the next
+ * commit, not behind the window (a crash loses as few as it can). */
+struct posted {
+	struct attempt *at;		/* cap slots; an attempt must not move while posted */
+	size_t cap, head, count;
+};
+
+/* posted_reap - release the attempts whose outcomes are recorded, oldest
+ * first, waiting for the first wait of them (all: SIZE_MAX) */
+static void posted_reap(struct posted *q, size_t wait)
+{
+	for (; q->count > 0; wait -= wait > 0) {
+		struct attempt *a = &q->at[q->head];
+
+		if (wait > 0)
+			commit_wait(&a->job);
+		else if (!commit_poll(&a->job))
+			return;
+		relay_result_reap(a);
+		sched_release(a);
+		q->head = (q->head + 1) % q->cap;
+		q->count--;
+	}
+}
+
+/* posted_add - a's outcomes to the committer, without waiting (a moves
+ * into q); when q is full, its oldest is waited for first */
+static void posted_add(struct posted *q, const struct attempt *a, const struct conn *c,
+		       const struct conf *conf)
+{
+	struct attempt *slot;
+
+	if (q->count == q->cap)
+		posted_reap(q, 1);
+	slot = &q->at[(q->head + q->count++) % q->cap];
+	*slot = *a;
+	relay_result_post(slot, c, conf);
+}
+
+/* tx_done - a transaction is over: its outcomes recorded (posted to q,
+ * or, without q, recorded before this returns and released), or, refused
+ * at MAIL on a reused connection, sent again at once. A connection whose
+ * transactions end in the peer's 4xx RELAY_FAILED_IN_ROW times in a row
+ * takes no more. */
+static void tx_done(struct conn *c, struct attempt *a, struct posted *q, const struct conf *conf)
+{
+	int sent = 0, deferred = 0;
+
+	if (a->refused_reuse) {
+		attempt_requeue(c, a, "refused at MAIL on a reused connection");
+		return;
+	}
+	for (size_t i = 0; i < a->res.nout; i++) {
+		sent |= a->res.out[i].state == RCPT_SENT;
+		deferred |= a->res.out[i].state == RCPT_DEFERRED;
+	}
+	if (sent || !deferred || c->fd < 0)
+		c->failed_in_row = 0;
+	else if (++c->failed_in_row == RELAY_FAILED_IN_ROW && !c->spent) {
+		log_info("peer %s: %d transactions in a row deferred by %s[%s]: the connection takes "
+			 "no more", c->peer->name, RELAY_FAILED_IN_ROW, c->host, c->addr);
+		c->spent = 1;
+	}
+	if (q) {
+		posted_add(q, a, c, conf);
+		return;
+	}
+	relay_result_record(a, c, conf);
+	sched_release(a);
+}
+
+/* peer_window - the window a connection to rt may use now: the smaller of
+ * the peer's congestion window and the connection's own (window.h); with
+ * acked, a final reply was just read on it, and both grow first */
+static size_t peer_window(struct peer_rt *rt, const struct conf_peer *p, struct conn *c, int acked)
+{
+	size_t n;
+
+	pthread_mutex_lock(&rt->lock);
+	window_cc_depth(&rt->cc, p->max_pipeline_depth);
+	if (acked)
+		window_cc_ack(&rt->cc);
+	n = rt->cc.cwnd;
+	pthread_mutex_unlock(&rt->lock);
+	metric_set(stats.window, (double)n, rt->name);
+	window_cc_depth(&c->cc, p->max_pipeline_depth);
+	if (acked)
+		window_cc_ack(&c->cc);
+	return n < c->cc.cwnd ? n : c->cc.cwnd;
+}
+
+/* peer_window_loss - a connection to rt was lost with inflight
+ * transactions unanswered: the peer's window and the connection's back to
+ * one (window_cc_loss) */
+static void peer_window_loss(struct peer_rt *rt, struct conn *c, size_t inflight)
+{
+	uint32_t ssthresh;
+
+	pthread_mutex_lock(&rt->lock);
+	window_cc_loss(&rt->cc, inflight);
+	ssthresh = rt->cc.ssthresh;
+	pthread_mutex_unlock(&rt->lock);
+	window_cc_loss(&c->cc, inflight);
+	metric_set(stats.window, 1, rt->name);
+	log_info("peer %s: connection to %s[%s] lost with %zu transaction%s unanswered: pipeline "
+		 "window 1, growing again (slow start to %u)", rt->name, c->host, c->addr, inflight,
+		 inflight == 1 ? "" : "s", ssthresh);
 }
 
 /*
@@ -312,17 +440,17 @@ static void attempt_requeue(const struct conn *c, struct attempt *a)
  * without CHUNKING, for the jobs waiting behind it (RFC 2920 section
  * 3.1): the next transaction is written with the previous end of data
  * (its content waits for 354), so one transaction per round trip. Each
- * attempt goes to the committer as soon as its final reply is read. After
- * the final reply to the end of data the transaction is over (RFC 5321
- * 4.1.1.4), so DATA needs no RSET there.
+ * attempt is recorded as soon as its final reply is read. After the final
+ * reply to the end of data the transaction is over (RFC 5321 4.1.1.4),
+ * so DATA needs no RSET there.
  *
  * When the connection is lost before the previous final reply was read,
- * that attempt is deferred as any lost one (may be delivered twice). An
- * attempt written behind it none of whose replies was read goes back to
- * the front of the peer's queue (attempt_requeue): nothing of it can have
- * been accepted, its content waits for 354. The loss was not its own, so
- * it costs no attempt and no backoff; a failure of the new connection
- * counts as usual.
+ * that attempt is deferred as any lost one (a possible duplicate when its
+ * end of data went out). An attempt written behind it none of whose
+ * replies was read goes back to the front of the peer's queue
+ * (attempt_requeue): nothing of it can have been accepted, its content
+ * waits for 354. The loss was not its own, so it costs no attempt and no
+ * backoff; a failure of the new connection counts as usual.
  */
 static void relay_serial(struct peer_rt *home, struct peer_rt *rt, struct conn *c,
 			 const struct conf_peer *p, struct attempt at[2])
@@ -340,19 +468,19 @@ static void relay_serial(struct peer_rt *home, struct peer_rt *rt, struct conn *
 			/* none of a's replies came: as if lost before them */
 			relay_fail(c, NULL, 0, NULL, NULL);
 			if (next)
-				attempt_requeue(c, b);
-			attempt_requeue(c, a);
+				attempt_requeue(c, b, "its content waited for a 354");
+			attempt_requeue(c, a, "its content waited for a 354");
 			return;
 		}
-		if (rc == 0 && !next && rt == home && next_attempt(home, p, c, 1, b)) {
+		if (rc == 0 && !next && rt == home && next_attempt(home, p, c, b)) {
 			snprintf(b->relay_host, sizeof(b->relay_host), "%s", a->relay_host);
 			b->behind = 1;
 			next = 1;
 			peer_begin(home, &b->pass);
 			if ((rc = tx_start(c, b, a->dot ? ".\r\n" : "")) == 1)
-				relay_result_record(b, c, conf), sched_release(b), next = 0, rc = 0;
-			else if (rc == 0)
-				a->dot = 0;	/* it went with b's commands */
+				tx_done(c, b, NULL, conf), next = 0, rc = 0;
+			else if (a->dot)	/* it went with b's commands, or may have */
+				a->dot = 0, a->final_sent = 1;
 		}
 		if (rc == 0)
 			rc = tx_final(c, a);
@@ -360,32 +488,72 @@ static void relay_serial(struct peer_rt *home, struct peer_rt *rt, struct conn *
 			tx_lost(c, a);
 		else if (!next && tx_rset(c, a->clean) < 0)
 			relay_fail(c, NULL, 0, NULL, NULL);	/* outcomes are set */
-		relay_result_record(a, c, conf);
-		sched_release(a);
+		tx_done(c, a, NULL, conf);
 		if (!next)
 			return;
 		*a = *b;
 		next = 0;
 		if (c->fd < 0) {
-			attempt_requeue(c, a);
+			attempt_requeue(c, a, "its content waited for a 354");
 			return;
 		}
 		rc = 0;
 	}
 }
 
+/* window_lost - the connection was lost with w's transactions unanswered
+ * (the oldest first; pend: one more loaded, never written). Each whose
+ * end of data went out may have been delivered: deferred as a possible
+ * duplicate (tx_lost), unless a 421 came before it (said421: a peer that
+ * says 421 processes nothing after it). The oldest is deferred too when
+ * it was the connection's first transaction or a reply of its own was read, so
+ * that a message that always costs the connection is not sent again for
+ * ever; and recorded as it is when a 421 of its own ended it. Every other
+ * one was not sent: back to the front of the queue, in order. */
+static void window_lost(struct conn *c, struct window *w, struct attempt *at, struct attempt *pend,
+			int said421, struct posted *q, const struct conf *conf)
+{
+	unsigned char settled[WINDOW_MAX] = {0};
+
+	relay_fail(c, NULL, 0, NULL, NULL);
+	for (size_t k = 0; k < w->count; k++) {
+		struct attempt *a = &at[window_nth(w, k)];
+
+		if (k == 0 && a->closing) {
+			tx_done(c, a, q, conf);	/* its own 421: its outcomes are set */
+		} else if (said421) {
+			continue;
+		} else if (tx_twice(a) || (k == 0 && (a->res.conn_use == 1 || a->replied))) {
+			tx_lost(c, a);
+			tx_done(c, a, q, conf);
+		} else {
+			continue;
+		}
+		settled[k] = 1;
+	}
+	/* the newest first: each goes to the front, so they keep their order */
+	if (pend)
+		attempt_requeue(c, pend, "the connection was lost first");
+	for (size_t k = w->count; k-- > 0;)
+		if (!settled[k])
+			attempt_requeue(c, &at[window_nth(w, k)], said421 ? "written behind a 421"
+					: "the connection was lost before its end of data");
+}
+
 /*
  * relay_window - attempts for one job and, over a connection with
  * CHUNKING and PIPELINING, for the jobs waiting behind it: with BDAT
  * nothing waits for a 354, so transaction after transaction (MAIL,
- * RCPT..., BDAT n LAST and the content) is written while up to
- * max_pipeline_depth of them and max_pipeline_bytes of content are in
- * flight (window.h), and the replies are read for the oldest, strictly in
- * order; each attempt goes to the committer as soon as its final reply is
- * read, and the window is filled again. After a failed BDAT the
- * transaction may still be open on the server (RFC 3030), so each
- * transaction written behind another (or after one that did not end in
- * 2xx) starts with RSET: one more reply in the same read, no round trip.
+ * RCPT..., BDAT n LAST and the content) is written while the congestion
+ * window (at most max_pipeline_depth transactions) and max_pipeline_bytes
+ * of content allow (window.h), and the replies are read for the oldest,
+ * strictly in order. Each attempt goes to the committer as soon as its
+ * final reply is read, without waiting for the commit (posted), and the
+ * window is filled again. After a failed BDAT the transaction may still
+ * be open on the server (RFC 3030), so each transaction written behind
+ * another (or after one that did not end in 2xx) starts with RSET: one
+ * more reply in the same read, no round trip. A possible duplicate
+ * (solo) goes alone: into an empty window, nothing behind it.
  *
  * Failures, in order:
  * - a write fails: nothing more is written, and the replies already sent
@@ -395,30 +563,36 @@ static void relay_serial(struct peer_rt *home, struct peer_rt *rt, struct conn *
  * - a 421: the same (nothing more is written, what is owed is read until
  *   the drain deadline), the 421 being its transaction's outcome;
  * - a reply cannot be read (connection lost, or the drain is over): the
- *   oldest attempt, when a reply of its own was read or it was the first
- *   on the connection, is deferred as any lost one; every attempt behind
- *   it (and one loaded but not written) goes back to the front of the
- *   queue at once, in order, at no attempt cost (attempt_requeue). Every
- *   one whose content went out whole but whose final reply was not read is
- *   logged as a possible duplicate.
+ *   window shrinks (peer_window_loss) and window_lost sorts what was in
+ *   flight: possible duplicates deferred and announced, the rest not sent.
  */
 static void relay_window(struct peer_rt *home, struct peer_rt *rt, struct conn *c,
 			 const struct conf_peer *p, struct attempt *first)
 {
 	const struct conf *conf = ternd_conf();
 	struct window w;
+	struct posted q;
 	struct attempt *at, *a;
 	char why[sizeof(c->why)] = "";	/* the write that failed */
 	long long drain = 0;
-	int rc, pend = 1, dirty = 0, started = 0;
+	int rc, pend = 1, dirty = 0, started = 0, solo = 0, said421 = 0;
+	size_t room;
 
 	window_init(&w, p->max_pipeline_depth, p->max_pipeline_bytes);
-	at = xcalloc(w.depth + 1, sizeof(*at));	/* the last one: loaded, not written yet */
-	a = &at[w.depth];
+	if (c->txns == 0)
+		window_cc_init(&c->cc, p->max_pipeline_depth);	/* a new connection starts small */
+	room = peer_window(rt, p, c, 0);
+	storage_window((int64_t)room);	/* the reserve follows the windows in use */
+	/* the window's slots, the posted ones, and one loaded but not written */
+	at = xcalloc(2 * w.depth + 1, sizeof(*at));
+	q.at = at + w.depth;
+	q.cap = w.depth;
+	q.head = q.count = 0;
+	a = &at[2 * w.depth];
 	*a = *first;	/* pending: the first attempt, then each one from the queue */
 	for (;;) {
 		/* write while there is room */
-		while (drain == 0 && c->fd >= 0) {
+		while (drain == 0 && c->fd >= 0 && !solo && w.count < room) {
 			const char *lead = "";
 
 			if (!pend && w.count == 0 && !conn_alive(c)) {
@@ -426,9 +600,9 @@ static void relay_window(struct peer_rt *home, struct peer_rt *rt, struct conn *
 				break;
 			}
 			if (!pend && (rt != home || !window_room(&w, 0)	/* full: load none yet */
-				      || !(pend = next_attempt(home, p, c, w.count, a))))
+				      || !(pend = next_attempt(home, p, c, a))))
 				break;
-			if (!window_room(&w, a->m.size))
+			if ((a->solo && w.count > 0) || !window_room(&w, a->m.size))
 				break;
 			pend = 0;
 			if (started++) {	/* the first began in relay_deliver */
@@ -441,11 +615,11 @@ static void relay_window(struct peer_rt *home, struct peer_rt *rt, struct conn *
 				lead = "RSET\r\n";
 			}
 			if ((rc = tx_start(c, a, lead)) == 1) {
-				relay_result_record(a, c, conf);	/* nothing written */
-				sched_release(a);
+				tx_done(c, a, &q, conf);	/* nothing written */
 				continue;
 			}
 			dirty = 0;
+			solo = a->solo;
 			at[window_push(&w, a->m.size)] = *a;
 			if (rc < 0) {
 				snprintf(why, sizeof(why), "%s", c->why);
@@ -460,42 +634,42 @@ static void relay_window(struct peer_rt *home, struct peer_rt *rt, struct conn *
 			a->drain = drain;
 		if ((rc = tx_replies(c, a)) == 0)
 			rc = tx_final(c, a);
-		if (a->closing && drain == 0)
-			drain = a->drain;	/* 421: nothing more is written */
+		if (a->closing) {
+			said421 = 1;
+			if (drain == 0)
+				drain = a->drain;	/* 421: nothing more is written */
+		}
 		if (rc < 0)
 			break;
 		dirty = !a->clean;
-		relay_result_record(a, c, conf);
-		sched_release(a);
+		solo = 0;	/* it went alone: the window is empty now */
 		window_pop(&w);
-		a = &at[w.depth];
+		tx_done(c, a, &q, conf);
+		if (drain == 0 && c->fd >= 0) {
+			size_t was = room;
+
+			room = peer_window(rt, p, c, 1);	/* answered: the window grows */
+			storage_window((int64_t)room - (int64_t)was);
+		}
+		posted_reap(&q, 0);
+		a = &at[2 * w.depth];
 	}
 	if (why[0])
 		snprintf(c->why, sizeof(c->why), "%s", why);	/* the cause, not the drain's end */
 	if (w.count > 0) {
-		/* lost: the oldest may have been delivered, those behind were not answered */
-		a = &at[window_oldest(&w)];
-		if (!a->behind || a->replied) {
-			tx_lost(c, a);
-			relay_result_record(a, c, conf);
-			sched_release(a);
-			window_pop(&w);
-		}
-		relay_fail(c, NULL, 0, NULL, NULL);
-		/* the newest first: each goes to the front, so they keep their order */
+		if (!said421)
+			peer_window_loss(rt, c, w.count);
+		window_lost(c, &w, at, pend ? &at[2 * w.depth] : NULL, said421, &q, conf);
+	} else {
+		if (drain)
+			relay_fail(c, NULL, 0, NULL, NULL);	/* 421 or a failed write: all read */
+		else if (dirty && tx_rset(c, 0) < 0)
+			relay_fail(c, NULL, 0, NULL, NULL);	/* outcomes are set */
 		if (pend)
-			attempt_requeue(c, &at[w.depth]);
-		for (size_t k = w.count; k-- > 0;)
-			attempt_requeue(c, &at[window_nth(&w, k)]);
-		free(at);
-		return;
+			attempt_requeue(c, &at[2 * w.depth], "not written before the window ended");
 	}
-	if (drain)
-		relay_fail(c, NULL, 0, NULL, NULL);	/* 421 or a failed write: all read */
-	else if (dirty && tx_rset(c, 0) < 0)
-		relay_fail(c, NULL, 0, NULL, NULL);	/* outcomes are set */
-	if (pend)
-		attempt_requeue(c, &at[w.depth]);	/* loaded, never written */
+	posted_reap(&q, SIZE_MAX);
+	storage_window(-(int64_t)room);
 	free(at);
 }
 
@@ -553,12 +727,14 @@ static void relay_deliver(struct peer_rt *rt, struct conn *c, struct conn *cb, c
 	peer_begin(rt, &a->pass);
 	if ((c->ehlo.flags & SMTP_EXT_PIPELINING) && (c->ehlo.flags & SMTP_EXT_CHUNKING))
 		relay_window(home, rt, c, p, a);
-	else
+	else {
+		storage_window(2);	/* one waiting for its final reply, one behind it */
 		relay_serial(home, rt, c, p, at);
+		storage_window(-2);
+	}
 	conn_busy(c, 0);
-	if (c->fd >= 0 && p->max_messages_per_connection
-	    && c->messages >= (unsigned long long)p->max_messages_per_connection)
-		conn_close(c, 1);
+	if (c->fd >= 0 && conn_full(c, p))
+		conn_close(c, 1);	/* spent, or max_messages_per_connection */
 }
 
 
@@ -679,6 +855,7 @@ static struct peer_rt *peer_new(const struct conf_peer *p, char *err, size_t err
 	rt->settings = peer_settings(p);
 	rt->br.cooldown_ms = p->breaker_cooldown;
 	rt->br_since = now_us();
+	window_cc_init(&rt->cc, p->max_pipeline_depth);	/* a start begins small */
 	pthread_mutex_init(&rt->lock, NULL);
 	pthread_cond_init(&rt->ready, NULL);
 	jobq_init(&rt->q);

@@ -22,9 +22,11 @@
 
 #include "clock.h"
 #include "deadline.h"
+#include "hist.h"
 #include "log.h"
 #include "compact.h"
 #include "metrics.h"
+#include "peer.h"
 #include "relay_proto.h"
 #include "smtp_cmd.h"
 #include "spool.h"
@@ -115,6 +117,28 @@ static int tx_cmd_add(char *buf, size_t cap, size_t *len, const char *fmt, ...)
 	return 0;
 }
 
+/* tx_mail_refused - MAIL was refused: every recipient gets the reply.
+ * A 4xx on a reused connection is the connection's limit, not the
+ * message's (OpenSMTPD answers every MAIL past its max-mails 452 4.5.3 and
+ * keeps the session open; Exim closes with 421): the attempt is not sent
+ * (refused_reuse, sent again at once by relay.c) and the connection takes
+ * no more transactions (spent). */
+static void tx_mail_refused(struct conn *c, struct attempt *a, const struct smtp_reply *r)
+{
+	char text[SMTP_REPLY_FORMAT_MAX], esc[TEXTESC_SIZE(SMTP_REPLY_FORMAT_MAX)];
+
+	smtp_reply_format(r, text, sizeof(text));
+	if (r->code >= 400 && r->code < 500 && a->res.conn_use > 1) {
+		a->refused_reuse = 1;
+		if (!c->spent)
+			log_info("peer %s: %s[%s] refused MAIL on a connection that carried %u "
+				 "transactions (%s): it takes no more", c->peer->name, c->host, c->addr,
+				 a->res.conn_use - 1, textesc(esc, sizeof(esc), text, TEXTESC_REPLY));
+		c->spent = 1;
+	}
+	relay_outcome_rest(a, r->code, r->esc, text);
+}
+
 /* tx_start - write a transaction's commands after lead (the previous
  * transaction's end of data, or a pipelined RSET), and with BDAT its
  * content; without PIPELINING, MAIL and each RCPT wait for their reply
@@ -136,6 +160,8 @@ int tx_start(struct conn *c, struct attempt *a, const char *lead)
 
 	res->nout = 0;
 	memset(a->told, 0, a->ntodo);
+	/* the connection as it is now: a loss closes it before the record */
+	res->tls = c->ssl == NULL ? HIST_TLS_NONE : c->tls_resumed ? HIST_TLS_RESUMED : HIST_TLS_FULL;
 	/* What the peer said it would refuse is not sent: a bounce now, as
 	 * Postfix does, rather than a transaction that must fail. */
 	if (((c->ehlo.flags & SMTP_EXT_SIZE) && c->ehlo.size && m->size > c->ehlo.size)
@@ -196,8 +222,7 @@ int tx_start(struct conn *c, struct attempt *a, const char *lead)
 			goto out;
 		}
 		if (r.code != 250) {
-			smtp_reply_format(&r, text, sizeof(text));
-			relay_outcome_rest(a, r.code, r.esc, text);
+			tx_mail_refused(c, a, &r);
 			goto out;
 		}
 		for (size_t i = 0; i < n; i++) {
@@ -239,7 +264,7 @@ int tx_start(struct conn *c, struct attempt *a, const char *lead)
 		close(a->fd);
 		a->fd = -1;
 	}
-	a->body_sent = bdat;
+	a->body_sent = a->final_sent = bdat;
 	rv = 0;
 out:
 	free(cmds);
@@ -298,10 +323,8 @@ int tx_replies(struct conn *c, struct attempt *a)
 		if (tx_reply(c, a, &r, p->command_timeout) < 0)
 			return -1;
 		a->replied = 1;
-		if (r.code != 250) {
-			smtp_reply_format(&r, text, sizeof(text));
-			relay_outcome_rest(a, r.code, r.esc, text);
-		}
+		if (r.code != 250)
+			tx_mail_refused(c, a, &r);
 		for (size_t i = 0; i < n; i++) {
 			if (tx_reply(c, a, &r, p->command_timeout) < 0)
 				return -1;
@@ -342,8 +365,12 @@ int tx_final(struct conn *c, struct attempt *a)
 	char text[SMTP_REPLY_FORMAT_MAX];
 	struct smtp_reply r;
 
-	if (a->dot && conn_write(c, ".\r\n", 3, p->data_timeout) < 0)
-		return -1;
+	if (a->dot) {
+		/* a write that failed may still have sent it */
+		a->final_sent = 1;
+		if (conn_write(c, ".\r\n", 3, p->data_timeout) < 0)
+			return -1;
+	}
 	a->dot = 0;
 	if (tx_reply(c, a, &r, p->data_timeout) < 0)
 		return -1;
@@ -372,35 +399,31 @@ int tx_rset(struct conn *c, int clean)
 }
 
 /* tx_twice - the attempt may have been delivered although its final
- * reply was not read: its content went out whole and a recipient has no
+ * reply was not read: its end of data went out and a recipient has no
  * outcome yet */
 int tx_twice(const struct attempt *a)
 {
-	return a->body_sent && a->res.nout < a->ntodo;
-}
-
-/* tx_twice_log - the one line for every possible duplicate (tx_twice),
- * before the connection is closed; then says what becomes of it */
-void tx_twice_log(const struct conn *c, const struct attempt *a, const char *then)
-{
-	char why[TEXTESC_SIZE(sizeof(c->why))];
-
-	log_warning("%s: possible duplicate: its content was written to %s[%s] but its final reply "
-		    "was not read (%s); %s", a->qid, c->host, c->addr,
-		    textesc(why, sizeof(why), c->why, TEXTESC_REPLY), then);
+	return a->final_sent && a->res.nout < a->ntodo;
 }
 
 /* tx_lost - the connection was lost: to relay_fail, every recipient
- * without an outcome deferred, with a warning when the content may have
- * arrived */
+ * without an outcome deferred. When the end of data went out (tx_twice)
+ * the peer may have the message: the one warning for it, in Postfix's
+ * words, counted in tern_possible_duplicates_total, and its recipients
+ * marked (RCPT_MAYBE_SENT), so that the next attempt goes alone. */
 void tx_lost(struct conn *c, struct attempt *a)
 {
-	char why[sizeof(c->why) + 64];
+	char why[sizeof(c->why) + 64], esc[TEXTESC_SIZE(sizeof(c->why))];
 	int twice = tx_twice(a);
+	size_t from = a->res.nout;
 
-	/* The final reply was lost: it may have been delivered. */
 	snprintf(why, sizeof(why), "%s%s", c->why, twice ? " (the message may be delivered twice)" : "");
-	if (twice)
-		tx_twice_log(c, a, "deferred");
+	if (twice) {
+		log_warning("%s: possible duplicate: %s after its end of data -- message may be sent "
+			    "more than once", a->qid, textesc(esc, sizeof(esc), c->why, TEXTESC_REPLY));
+		metric_add(stats.duplicates, 1, a->to->name);
+	}
 	relay_fail(c, a, 450, "4.4.2", why);
+	for (size_t i = from; twice && i < a->res.nout; i++)
+		a->res.out[i].maybe_sent = 1;
 }

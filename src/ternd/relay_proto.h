@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include "breaker.h"
+#include "commit.h"
 #include "conn.h"
 #include "qid.h"
 #include "queue.h"
@@ -47,7 +48,13 @@ struct attempt {
 	off_t off;
 	int rset;			/* a pipelined RSET went before its MAIL */
 	int dot;			/* DATA: the end of data is yet to be written */
-	int body_sent;			/* a lost final reply may mean delivered */
+	int body_sent;			/* its content went out (without DATA's end) */
+	int final_sent;			/* its end of data went out (BDAT LAST's last
+					 * octet, or DATA's dot): a lost final reply
+					 * may mean delivered */
+	int solo;			/* a possible duplicate: nothing goes with it */
+	int refused_reuse;		/* a 4xx to its MAIL on a reused connection:
+					 * not sent, tried again on a new one */
 	int clean;			/* ended in 2xx: no RSET needed */
 	int behind;			/* written behind another attempt's final reply */
 	int replied;			/* a reply of its own was read */
@@ -57,6 +64,7 @@ struct attempt {
 	uint64_t t0;			/* its commands were written: transmission began */
 	struct breaker_pass pass;	/* its peer's breaker let it go (relay.c) */
 	struct result res;
+	struct job job;			/* res on its way to the committer (relay_result_post) */
 	char relay_host[400];
 };
 
@@ -65,7 +73,6 @@ int tx_replies(struct conn *c, struct attempt *a);
 int tx_final(struct conn *c, struct attempt *a);
 int tx_rset(struct conn *c, int clean);
 int tx_twice(const struct attempt *a);
-void tx_twice_log(const struct conn *c, const struct attempt *a, const char *then);
 void tx_lost(struct conn *c, struct attempt *a);
 
 #endif

@@ -73,7 +73,7 @@ void relay_outcome_rest(struct attempt *a, int code, const char *esc, const char
 void relay_fail(struct conn *c, struct attempt *a, int code, const char *esc, const char *why)
 {
 	if (a) {
-		if (!c->opened)
+		if (!c->opened && c->txns == 0)	/* it never came up */
 			peer_connected(a->to, c->peer, &a->pass, 0, why);
 		relay_outcome_rest(a, code, esc, why);
 	}
@@ -182,6 +182,8 @@ static int apply_result(struct store_txn *txn, void *arg)
 		r->attempts++;
 		relay_outcome_fate(res->conf, res->msg.arrival_us, r->attempts, o, res->now, &r->next_us);
 		r->state = o->state;
+		if (o->maybe_sent)
+			r->flags |= RCPT_MAYBE_SENT;
 		free(r->reply);
 		r->reply = xstrdup(o->reply);
 		if (r->state != RCPT_DEFERRED && res->msg.nlive > 0)
@@ -311,21 +313,21 @@ static void result_committed(struct result *res)
 	}
 }
 
-/* relay_result_record - hand an attempt's outcomes to the committer,
- * then log them, count them, bounce and clean up; a->to is the peer it
- * went to */
-void relay_result_record(struct attempt *a, const struct conn *c, const struct conf *conf)
+/* relay_result_post - hand an attempt's outcomes to the committer
+ * without waiting for them to be recorded: relay_result_reap (after
+ * commit_poll or commit_wait on a->job) logs them, counts them and cleans
+ * up. a->to is the peer it went to; the attempt must not move until it is
+ * reaped (a->job is queued). The TLS state is the connection's when the
+ * transaction was written (tx_start), not after a loss closed it. */
+void relay_result_post(struct attempt *a, const struct conn *c, const struct conf *conf)
 {
 	struct peer_rt *rt = a->to;
 	struct result *res = &a->res;
-	struct job job;
 
 	res->now = now_us();
 	res->conf = conf;
 	res->relay = a->relay_host[0] ? a->relay_host : "none";
 	res->host = c->host[0] ? c->host : NULL;
-	if ((c->fd >= 0 || c->why[0] == '\0') && c->ssl)
-		res->tls = c->tls_resumed ? HIST_TLS_RESUMED : HIST_TLS_FULL;
 	if (a->t0) {
 		/* a transaction: its time and outcome count for the breaker */
 		uint64_t ms = (res->now - a->t0) / 1000;
@@ -342,21 +344,40 @@ void relay_result_record(struct attempt *a, const struct conn *c, const struct c
 	 * the committer's transaction only stores it (notice.h) */
 	notice_draft(res, &a->m, a->rcpts, a->n);
 	/* apply_result loads the current records into res.msg and res.rcpts */
-	memset(&job, 0, sizeof(job));
-	job.kind = JOB_WRITE;
-	job.write = apply_result;
-	job.arg = res;
-	if (commit_submit(&job) < 0) {
-		/* kept in memory, so that it is not sent again (storage.c) */
-		int kept = storage_keep(res, rt->name, job.err);
+	memset(&a->job, 0, sizeof(a->job));
+	a->job.kind = JOB_WRITE;
+	a->job.write = apply_result;
+	a->job.arg = res;
+	commit_post(&a->job);
+}
 
-		log_error("%s: cannot record the delivery attempt: %s%s", a->qid, job.err,
+/* relay_result_reap - an attempt posted by relay_result_post whose job
+ * was answered: log, count and clean up, or keep its outcomes in memory
+ * when they could not be recorded */
+void relay_result_reap(struct attempt *a)
+{
+	struct result *res = &a->res;
+
+	if (a->job.result < 0) {
+		/* kept in memory, so that it is not sent again (storage.c) */
+		int kept = storage_keep(res, a->to->name, a->job.err);
+
+		log_error("%s: cannot record the delivery attempt: %s%s", a->qid, a->job.err,
 			  kept ? ": kept in memory, not sent again"
 			  : " (too many outcomes kept: it may be sent again)");
 	} else {
-		relay_result_done(res, rt->name);
+		relay_result_done(res, a->to->name);
 	}
 	notice_draft_free(&res->draft);
+}
+
+/* relay_result_record - relay_result_post, waiting for the commit:
+ * the attempt's outcomes are recorded, logged and counted on return */
+void relay_result_record(struct attempt *a, const struct conn *c, const struct conf *conf)
+{
+	relay_result_post(a, c, conf);
+	commit_wait(&a->job);
+	relay_result_reap(a);
 }
 
 /* relay_result_apply - apply_result, for an outcome recorded later (storage.c) */

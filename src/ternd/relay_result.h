@@ -35,6 +35,7 @@ struct outcome {
 	char esc[SMTP_ESC_MAX + 1];
 	int expired;			/* bounced by max_queue_lifetime */
 	int bounced;			/* the write bounced the recipient */
+	int maybe_sent;			/* the peer may have it: RCPT_MAYBE_SENT */
 };
 
 /* The result of one attempt, as the committer applies it. */
@@ -69,6 +70,8 @@ struct q_rcpt *relay_result_rcpt(const struct result *res, uint32_t idx);
 void relay_outcome_fate(const struct conf *conf, uint64_t arrival_us, uint32_t attempts,
 			struct outcome *o, uint64_t now, uint64_t *next_us);
 void relay_result_record(struct attempt *a, const struct conn *c, const struct conf *conf);
+void relay_result_post(struct attempt *a, const struct conn *c, const struct conf *conf);
+void relay_result_reap(struct attempt *a);
 int relay_result_apply(struct store_txn *txn, void *arg);
 void relay_result_done(struct result *res, const char *peer);
 int relay_result_expire(const char *qid, unsigned uid, char *err, size_t len);

@@ -344,6 +344,8 @@ int sched_load(struct attempt *a, struct peer_rt *home, const struct conf_peer *
 			    a->todo);
 	if (a->ntodo == 0)
 		return 0;
+	for (size_t i = 0; i < a->ntodo; i++)
+		a->solo |= (a->todo[i]->flags & RCPT_MAYBE_SENT) != 0;	/* it goes alone */
 	memcpy(a->res.qid, qid, QID_LEN + 1);
 	a->res.start = now;
 	a->res.out = xcalloc(a->ntodo, sizeof(*a->res.out));
@@ -378,15 +380,13 @@ void sched_release(struct attempt *a)
 		sched_done(a->home, a->qid);
 }
 
-/* sched_requeue - none of the attempt's replies was read before the
- * connection died: its job goes back to the front of the peer's queue,
- * still busy, to be sent again at once on a new connection; the log says
- * whether its commands had been written (t0) or it was only loaded */
+/* sched_requeue - the attempt was not sent (relay.c says why): its job
+ * goes back to the front of the peer's queue, still busy, to be sent
+ * again at once on a new connection */
 void sched_requeue(struct attempt *a)
 {
 	struct peer_rt *rt = a->home;
 	char qid[QID_LEN + 1];
-	int written = a->t0 != 0;
 
 	memcpy(qid, a->qid, QID_LEN + 1);
 	if (relay_stopping()) {
@@ -395,13 +395,8 @@ void sched_requeue(struct attempt *a)
 	}
 	a->home = NULL;
 	sched_release(a);
-	if (written)
-		log_info("%s: connection lost before its replies: sent again", qid);
-	else
-		log_info("%s: connection lost before it was written: tried again at once", qid);
 	pthread_mutex_lock(&rt->lock);
 	jobq_requeue(&rt->q, qid);
 	pthread_cond_signal(&rt->ready);
 	pthread_mutex_unlock(&rt->lock);
 }
-

@@ -189,6 +189,8 @@ void stats_peer(const char *peer)
 	metric_series(stats.tls_seconds, peer);
 	metric_series(stats.breaker, peer);
 	metric_series(stats.queue_rcpts, peer);
+	metric_series(stats.duplicates, peer);
+	metric_series(stats.window, peer);
 	for (size_t i = 0; i < 3; i++)
 		metric_series(stats.bytes, peer, conn_send_method_name((enum conn_send_method)i));
 }
@@ -274,6 +276,13 @@ void stats_init(const struct conf *conf)
 	stats.bytes = metric_new(METRIC_COUNTER, "tern_bytes_sent_total",
 				 "Message octets sent to the peer, by how they were sent.",
 				 "peer,method", NULL, 0);
+	stats.duplicates = metric_new(METRIC_COUNTER, "tern_possible_duplicates_total",
+				      "Transactions whose end of data went to the peer but whose final "
+				      "reply was never read: the message may be delivered twice.",
+				      "peer", NULL, 0);
+	stats.window = metric_new(METRIC_GAUGE, "tern_pipeline_window",
+				  "The peer's congestion window: transactions each of its connections "
+				  "may have in flight now (at most max_pipeline_depth).", "peer", NULL, 0);
 	for (size_t p = 0; p < conf->npeers; p++)
 		stats_peer(conf->peers[p].name);
 	stats.batch = metric_new(METRIC_HISTOGRAM, "tern_commit_batch_messages",

@@ -14,6 +14,7 @@ struct stats {
 	struct metric *queue, *oldest, *notices, *conns_opened, *conns, *transactions;
 	struct metric *tls_handshakes, *tls_seconds, *breaker, *batch, *commit_seconds, *bytes;
 	struct metric *codes, *queue_rcpts, *spans_dropped, *unroutable, *conns_tried;
+	struct metric *duplicates, *window;
 };
 
 extern struct stats stats;

@@ -351,12 +351,22 @@ static int free_below(const char *dir, uint64_t want, uint64_t *have)
 	return *have < want;
 }
 
-/* storage_reserve - the free space ingest leaves on the file systems of
- * spool_dir and state_dir: queue_minfree, plus STORAGE_OUTCOME_RESERVE
- * for each transaction that may be in flight to a relayed peer
- * (max_connections per peer, each with up to max_pipeline_depth
- * transactions and the one DATA writes behind its last) */
-uint64_t storage_reserve(const struct conf *conf)
+/* Transactions that may be in flight to relayed peers now: the sum of
+ * the windows of the connections delivering (relay.c). */
+static _Atomic int64_t windows;
+
+/* storage_window - a delivering connection's window grew (delta > 0) or
+ * shrank, or its delivery ended (-its window) */
+void storage_window(int64_t delta)
+{
+	windows += delta;
+}
+
+/* storage_reserve_max - the reserve at full depth: every relayed peer's
+ * max_connections, each with max_pipeline_depth transactions in flight
+ * (or the two DATA keeps: one waiting for its final reply, one written
+ * behind it); what ternd -n holds against the file system */
+uint64_t storage_reserve_max(const struct conf *conf)
 {
 	uint64_t tx = 0;
 
@@ -369,6 +379,39 @@ uint64_t storage_reserve(const struct conf *conf)
 			tx += conns * depth;
 	}
 	return conf->ternd.queue_minfree + tx * STORAGE_OUTCOME_RESERVE;
+}
+
+/* storage_check - ternd -n: a warning (to fn) when the reserve at full
+ * depth passes a quarter of spool_dir's file system: a peer whose
+ * connections all reach max_pipeline_depth would then keep ingest
+ * refused long before the disk is full */
+void storage_check(const struct conf *conf, void (*fn)(const char *msg, void *arg), void *arg)
+{
+	uint64_t max = storage_reserve_max(conf), size;
+	struct statvfs fs;
+	char msg[512];
+
+	if (statvfs(conf->global.spool_dir, &fs) < 0)
+		return;
+	size = (uint64_t)fs.f_blocks * fs.f_frsize;
+	if (max <= size / 4)
+		return;
+	snprintf(msg, sizeof(msg), "the storage reserve at full pipeline depth is %" PRIu64 " KB "
+		 "(queue_minfree, plus 256 KB for each transaction that may be in flight: "
+		 "max_connections x max_pipeline_depth of each peer), more than a quarter of the "
+		 "%" PRIu64 " KB of spool_dir's file system", max / 1024, size / 1024);
+	fn(msg, arg);
+}
+
+/* storage_reserve - the free space ingest leaves on the file systems of
+ * spool_dir and state_dir: queue_minfree, plus STORAGE_OUTCOME_RESERVE
+ * for each transaction that may be in flight to a relayed peer now (the
+ * windows in use, which start small and shrink on faults: window.h) */
+uint64_t storage_reserve(const struct conf *conf)
+{
+	int64_t tx = windows;
+
+	return conf->ternd.queue_minfree + (tx > 0 ? (uint64_t)tx : 0) * STORAGE_OUTCOME_RESERVE;
 }
 
 /* one_fs - are spool_dir and state_dir on one file system? Asked once:

@@ -4,6 +4,7 @@
 #
 #     . tests/lib/tap.sh; . tests/lib/ternd.sh; . tests/lib/record.sh
 #     top=$(tap_tmpdir); declare -A port=([NAME]=$(free_port))
+#     recorder_queue NAME:COUNT[:N=LINES]...      # mail to NAME.test, into ternd
 #     recorder_start NAME [record_peer options]   # into $top/NAME/
 #     intact NAME                                 # "STORED DISTINCT"
 #     nlog_peer NAME REGEX
@@ -50,4 +51,29 @@ nlog_peer() {
 	local ids
 	ids=$(grep -oE ": [0-9A-Z]{13}: to=<[^>]*@$1\\.test>" "$TERND_LOG" | cut -c3-15 | sort -u | paste -sd '|')
 	grep -cE ": (warning: )?(${ids:-none}): $2" "$TERND_LOG"
+}
+
+# recorder_queue NAME:COUNT[:N=LINES]... - send COUNT messages for each
+# peer NAME (to rcptI@NAME.test, from <>, so that no bounce makes a DSN)
+# into ternd over one SMTP session, each 62 lines of about 75 octets
+# (about 5000 octets) or, for message N, LINES of them; each original's
+# content is kept as $top/orig/NAME.I
+recorder_queue() {
+	mkdir -p "$top/orig"
+	python3 - "$TERND_PORT" "$top/orig" "$@" <<-'EOF2'
+		import os, smtplib, sys
+		port, orig = int(sys.argv[1]), sys.argv[2]
+		s = smtplib.SMTP("127.0.0.1", port, "client.test", timeout=30)
+		for arg in sys.argv[3:]:
+		    peer, count, *big = arg.split(":")
+		    big = dict(tuple(map(int, b.split("="))) for b in big)
+		    for i in range(1, int(count) + 1):
+		        lines = ["From: <sender@client.test>", "To: <rcpt%d@%s.test>" % (i, peer),
+		                 "Subject: %s %d" % (peer, i), "Message-ID: <%s.%d@client.test>" % (peer, i), ""]
+		        lines += ["%s %d line %d %s" % (peer, i, k, "x" * 60) for k in range(big.get(i, 62))]
+		        body = "".join(l + "\r\n" for l in lines).encode()
+		        open(os.path.join(orig, "%s.%d" % (peer, i)), "wb").write(body)
+		        s.sendmail("", ["rcpt%d@%s.test" % (i, peer)], body)
+		s.quit()
+	EOF2
 }

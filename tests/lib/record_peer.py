@@ -2,12 +2,12 @@
 """record_peer.py - an SMTP peer for relay tests that records when each
 command arrives relative to its own replies.
 
-    record_peer.py PORT LOG DIR [--no-chunking] [--delay SECONDS]
-                   [--drop-after N] [--close-after N] [--fail N:WHAT]...
-                   [--rcvbuf OCTETS]
+    record_peer.py PORT LOG DIR [--no-chunking] [--no-pipelining]
+                   [--delay SECONDS] [--drop-after N] [--close-after N]
+                   [--fail N:WHAT]... [--max-mails N] [--rcvbuf OCTETS]
 
-Listens on 127.0.0.1:PORT and offers PIPELINING, CHUNKING (unless
---no-chunking), 8BITMIME and SIZE. Each end of data or BDAT ... LAST is
+Listens on 127.0.0.1:PORT and offers PIPELINING (unless
+--no-pipelining), CHUNKING (unless --no-chunking), 8BITMIME and SIZE. Each end of data or BDAT ... LAST is
 answered after --delay seconds (0.3), reading whatever arrives meanwhile.
 Every command is logged to LOG as
 
@@ -29,6 +29,11 @@ on the connection, F final replies sent on it before that MAIL had
 arrived completely, S its SIZE= (0 without): K - F transactions were in
 flight when it arrived. Replies 4xx and 5xx are logged as
 "conn=C reply CODE".
+
+--max-mails N: as OpenSMTPD's "smtp limit max-mails", every MAIL after the
+Nth of a connection (counted after its RSET too) is answered "452 4.5.3
+Error: Too many messages sent" and the session stays open (log "conn=C
+max-mails").
 
 --fail N:WHAT (repeatable) acts on the Nth transaction (MAIL) of the
 whole run, once: "N:mail:REPLY", "N:rcpt:REPLY" (to each of its RCPTs) or
@@ -192,13 +197,18 @@ class Session:
             when = "first" if self.mark is None else "before" if self.used <= self.mark else "after"
             log("conn=%d %s %s" % (self.cid, verb, when))
             if verb == "EHLO":
-                ext = ["PIPELINING", "8BITMIME", "SIZE 100000000"]
+                ext = ["8BITMIME", "SIZE 100000000"]
+                if not args.no_pipelining:
+                    ext.insert(0, "PIPELINING")
                 if not args.no_chunking:
                     ext.append("CHUNKING")
                 self.send("250-record.test")
                 for e in ext[:-1]:
                     self.send("250-" + e)
                 self.send("250 " + ext[-1])
+            elif verb == "MAIL" and args.max_mails and self.mails >= args.max_mails:
+                log("conn=%d max-mails" % self.cid)
+                self.send("452 4.5.3 Error: Too many messages sent")
             elif verb == "MAIL":
                 self.mails += 1
                 size = re.search(r" SIZE=(\d+)", line)
@@ -294,6 +304,8 @@ def main():
     ap.add_argument("log")
     ap.add_argument("dir")
     ap.add_argument("--no-chunking", action="store_true")
+    ap.add_argument("--no-pipelining", action="store_true")
+    ap.add_argument("--max-mails", type=int, default=0)
     ap.add_argument("--delay", type=float, default=0.3)
     ap.add_argument("--drop-after", type=int, default=0)
     ap.add_argument("--close-after", type=int, default=0)
