@@ -10,7 +10,7 @@
  * it) and content bytes.
  *
  *   chunk-sink [-T | -S] [-C cert.pem -K key.pem] [-o FILE] [-n NAME] [-q]
- *              [-x] [-i LEDGER] [-f MODE:N [-p PIDFILE]] ADDR:PORT
+ *              [-x] [-i LEDGER] [-f MODE:N [-p PIDFILE] [-r]] ADDR:PORT
  *
  * -T: implicit TLS on every connection (what stunnel or smtps gives);
  * -S: plain SMTP offering STARTTLS. Both need -C (certificate chain, PEM)
@@ -57,6 +57,14 @@
  *                ternd's RUN_DIR/ternd.pid), then the reset; a pid it
  *                killed already is not killed again (a stale pid file
  *                while the client restarts), the fault still counts
+ *
+ * -r: the rest of what the sink had read from that connection when the
+ * fault came (up to RBUF_SIZE octets of pipelined commands and content)
+ * is still processed: its complete messages are taken (ledger lines)
+ * but none of their replies is written. A peer that goes on with the
+ * input it holds while its replies are lost: a reset by a firewall, or a
+ * server that flushes its replies once per batch (as Postfix's smtpd
+ * does while pipelined input is pending) and dies before the flush.
  *
  * Faults need plain SMTP (no -T or -S). The status line then also has
  * "faults=N kills=N".
@@ -117,6 +125,7 @@ struct conn {
 	int dot;			/* DATA terminator matcher state */
 	int mail, rcpts;
 	enum fault fault;		/* a fault is due: answer nothing more */
+	size_t wcut;			/* then wbuf's octets to write before the reset */
 	unsigned long long msg_bytes;
 	size_t hlen;			/* octets of the message's start in hdr */
 	char hdr[HDR_SCAN];
@@ -129,7 +138,7 @@ struct conn {
 static struct {
 	struct sockaddr_in addr;
 	SSL_CTX *ctx;
-	int implicit_tls, starttls, quiet, serial;
+	int implicit_tls, starttls, quiet, serial, rest;
 	const char *cert, *key, *out, *name, *pidfile;
 	int ep, lfd, tfd, sfd, ledger;
 	enum fault fault;
@@ -302,11 +311,17 @@ static void message_done(struct conn *c)
 	g.last_us = t;
 	ledger_add(c);
 	if (g.fault != F_NONE && g.messages % g.fault_every == 0) {
-		g.faults++;
-		c->fault = g.fault;
+		g.faults++;		/* with -r, perhaps on a connection faulted already */
+		if (c->fault == F_NONE) {
+			c->fault = g.fault;
+			if (c->fault != F_TAKERESET)
+				reply(c, "250 2.0.0 Ok: %llu octets queued as S%llu", c->msg_bytes, ++g.queue_id);
+			c->wcut = c->wlen;	/* what the fault lets out */
+			txn_reset(c);
+			return;
+		}
 	}
-	if (c->fault != F_TAKERESET)
-		reply(c, "250 2.0.0 Ok: %llu octets queued as S%llu", c->msg_bytes, ++g.queue_id);
+	reply(c, "250 2.0.0 Ok: %llu octets queued as S%llu", c->msg_bytes, ++g.queue_id);
 	txn_reset(c);
 }
 
@@ -472,7 +487,7 @@ static void parse(struct conn *c)
 {
 	size_t pos = 0;
 
-	while (pos < c->rlen && !c->quit && !c->tls_after_flush && c->fault == F_NONE) {
+	while (pos < c->rlen && !c->quit && !c->tls_after_flush && (c->fault == F_NONE || g.rest)) {
 		size_t avail = c->rlen - pos;
 
 		if (c->ph == PH_BDAT) {
@@ -699,6 +714,7 @@ static void conn_event(struct conn *c)
 				goto dead;
 			parse(c);
 			if (c->fault != F_NONE) {
+				c->wlen = c->wcut;	/* -r: the replies behind it are lost */
 				fault_end(c);
 				return;
 			}
@@ -916,7 +932,7 @@ static int fault_parse(const char *arg)
 static void usage(void)
 {
 	fprintf(stderr, "usage: chunk-sink [-T | -S] [-C cert.pem -K key.pem] [-o FILE] [-n NAME] [-q]\n"
-		"                  [-x] [-i LEDGER] [-f reset250|takereset|kill250:N [-p PIDFILE]] ADDR:PORT\n");
+		"                  [-x] [-i LEDGER] [-f reset250|takereset|kill250:N [-p PIDFILE] [-r]] ADDR:PORT\n");
 	exit(2);
 }
 
@@ -924,7 +940,7 @@ int main(int argc, char **argv)
 {
 	int opt;
 
-	while ((opt = getopt(argc, argv, "TSC:K:o:n:qxi:f:p:")) != -1) {
+	while ((opt = getopt(argc, argv, "TSC:K:o:n:qxi:f:p:r")) != -1) {
 		switch (opt) {
 		case 'T':
 			g.implicit_tls = 1;
@@ -960,6 +976,9 @@ int main(int argc, char **argv)
 			break;
 		case 'p':
 			g.pidfile = optarg;
+			break;
+		case 'r':
+			g.rest = 1;
 			break;
 		default:
 			usage();
