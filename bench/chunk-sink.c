@@ -9,7 +9,8 @@
  * messages (a BDAT ... LAST or a DATA terminator with a transaction behind
  * it) and content bytes.
  *
- *   chunk-sink [-T | -S] [-C cert.pem -K key.pem] [-o FILE] [-n NAME] [-q] ADDR:PORT
+ *   chunk-sink [-T | -S] [-C cert.pem -K key.pem] [-o FILE] [-n NAME] [-q]
+ *              [-x] [-i LEDGER] [-f MODE:N [-p PIDFILE] [-r]] ADDR:PORT
  *
  * -T: implicit TLS on every connection (what stunnel or smtps gives);
  * -S: plain SMTP offering STARTTLS. Both need -C (certificate chain, PEM)
@@ -31,6 +32,43 @@
  * at exit. SIGUSR1 prints it on stdout; SIGTERM or SIGINT writes the file,
  * prints it on stderr (unless -q) and exits 0.
  *
+ * -x: a serial peer: PIPELINING without CHUNKING (DATA only; a BDAT
+ * gets 502 and ends the connection), for a side-by-side run.
+ *
+ * -i LEDGER: one line per message taken (the end of BDAT ... LAST, or the
+ * DATA terminator, of a transaction with a recipient), appended with one
+ * write(2) before its reply is queued, so the ledger is complete whatever
+ * happens to the client afterwards. The line is the message's Message-ID
+ * value (unfolded, white space and control characters dropped, at most
+ * ID_MAX octets), found by a scan of the first HDR_SCAN octets of the
+ * content that stops at the header's end; "-" when none was found there.
+ * Copies per message are then "sort LEDGER | uniq -c".
+ *
+ * -f MODE:N: a fault on every Nth message taken in the whole run (counted
+ * over all connections), which ends that connection with a TCP reset
+ * (SO_LINGER 0) after writing what MODE says; nothing more is read from it
+ * (commands already read behind the message are dropped unanswered):
+ *
+ *   reset250:N   the message's 250 is written, then the reset
+ *   takereset:N  the message is taken (ledger line), its 250 is not
+ *                written (the replies before it are), then the reset
+ *   kill250:N    the 250 is written, then SIGKILL to the pid read from
+ *                -p PIDFILE at that moment (the client's pid file, e.g.
+ *                ternd's RUN_DIR/ternd.pid), then the reset; a pid it
+ *                killed already is not killed again (a stale pid file
+ *                while the client restarts), the fault still counts
+ *
+ * -r: the rest of what the sink had read from that connection when the
+ * fault came (up to RBUF_SIZE octets of pipelined commands and content)
+ * is still processed: its complete messages are taken (ledger lines)
+ * but none of their replies is written. A peer that goes on with the
+ * input it holds while its replies are lost: a reset by a firewall, or a
+ * server that flushes its replies once per batch (as Postfix's smtpd
+ * does while pipelined input is pending) and dies before the flush.
+ *
+ * Faults need plain SMTP (no -T or -S). The status line then also has
+ * "faults=N kills=N".
+ *
  * It never delays a reply, never stores content, never blocks on one
  * connection. It is a benchmark tool: it trusts its command line and is
  * meant for 127.0.0.0/8; the command parser is minimal (no address
@@ -46,6 +84,7 @@
 #include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -66,8 +105,11 @@
 #define CMD_MAX 4096
 #define WBUF_HIGH (256 * 1024)
 #define STATUS_MS 100
+#define HDR_SCAN 16384			/* content octets searched for Message-ID */
+#define ID_MAX 255			/* longest Message-ID value in the ledger */
 
 enum phase { PH_CMD, PH_BDAT, PH_DATA };
+enum fault { F_NONE, F_RESET250, F_TAKERESET, F_KILL250 };
 
 struct conn {
 	int fd;
@@ -82,7 +124,11 @@ struct conn {
 	int bdat_last, bdat_bad;
 	int dot;			/* DATA terminator matcher state */
 	int mail, rcpts;
+	enum fault fault;		/* a fault is due: answer nothing more */
+	size_t wcut;			/* then wbuf's octets to write before the reset */
 	unsigned long long msg_bytes;
+	size_t hlen;			/* octets of the message's start in hdr */
+	char hdr[HDR_SCAN];
 	size_t rlen;
 	char *wbuf;
 	size_t wlen, woff, wcap;
@@ -92,13 +138,16 @@ struct conn {
 static struct {
 	struct sockaddr_in addr;
 	SSL_CTX *ctx;
-	int implicit_tls, starttls, quiet;
-	const char *cert, *key, *out, *name;
-	int ep, lfd, tfd, sfd;
+	int implicit_tls, starttls, quiet, serial, rest;
+	const char *cert, *key, *out, *name, *pidfile;
+	int ep, lfd, tfd, sfd, ledger;
+	enum fault fault;
+	unsigned long long fault_every, faults, kills;
+	long last_killed;
 	unsigned long long messages, bytes, conns, tls_full, tls_resumed, queue_id;
 	long long first_us, last_us;
 	unsigned long long written;	/* messages + conns at the last status write */
-} g = {.name = "chunk-sink.test"};
+} g = {.name = "chunk-sink.test", .ledger = -1};
 
 /* die - print a message (with errno's text if set) and exit 1 */
 static void die(const char *what)
@@ -119,10 +168,14 @@ static long long now_us(void)
 /* status_line - format the counters into buf */
 static void status_line(char *buf, size_t size)
 {
-	int n = snprintf(buf, size, "messages=%llu bytes=%llu connections=%llu tls_full=%llu tls_resumed=%llu "
-			 "first_us=%lld last_us=%lld\n", g.messages, g.bytes, g.conns, g.tls_full,
-			 g.tls_resumed, g.first_us, g.last_us);
+	char faults[64] = "";
+	int n;
 
+	if (g.fault != F_NONE)
+		snprintf(faults, sizeof(faults), " faults=%llu kills=%llu", g.faults, g.kills);
+	n = snprintf(buf, size, "messages=%llu bytes=%llu connections=%llu tls_full=%llu tls_resumed=%llu "
+		     "first_us=%lld last_us=%lld%s\n", g.messages, g.bytes, g.conns, g.tls_full,
+		     g.tls_resumed, g.first_us, g.last_us, faults);
 	if (n < 0 || (size_t)n >= size)
 		buf[0] = '\0';
 }
@@ -130,7 +183,7 @@ static void status_line(char *buf, size_t size)
 /* status_write - write the counters to the -o file (atomically, by rename) */
 static void status_write(void)
 {
-	char line[256], tmp[4096];
+	char line[320], tmp[4096];
 	FILE *f;
 	int n;
 
@@ -145,7 +198,7 @@ static void status_write(void)
 	fputs(line, f);
 	if (fclose(f) == 0)
 		(void)rename(tmp, g.out);
-	g.written = g.messages + g.conns + g.tls_full + g.tls_resumed;
+	g.written = g.messages + g.conns + g.tls_full + g.tls_resumed + g.faults;
 }
 
 /* reply - append a formatted reply line (CRLF added) to c's output buffer */
@@ -180,9 +233,74 @@ static void txn_reset(struct conn *c)
 	c->mail = 0;
 	c->rcpts = 0;
 	c->msg_bytes = 0;
+	c->hlen = 0;
 }
 
-/* message_done - count a finished message and answer it */
+/* hdr_keep - keep the first HDR_SCAN octets of the message's content */
+static void hdr_keep(struct conn *c, const char *buf, size_t n)
+{
+	size_t room = sizeof(c->hdr) - c->hlen;
+
+	if (n > room)
+		n = room;
+	memcpy(c->hdr + c->hlen, buf, n);
+	c->hlen += n;
+}
+
+/* msgid_find - copy the Message-ID value of the header kept in hdr into
+ * out (printable octets only, unfolded); "-" when the scanned part holds
+ * none before the header's end */
+static void msgid_find(const char *hdr, size_t len, char *out, size_t size)
+{
+	const char *p = hdr, *end = hdr + len;
+	size_t o = 0;
+
+	while (p < end && *p != '\r' && *p != '\n') {		/* an empty line ends the header */
+		const char *eol = memchr(p, '\n', (size_t)(end - p));
+
+		if (eol == NULL)
+			break;			/* the field goes beyond the scan */
+		if ((size_t)(eol - p) >= 11 && strncasecmp(p, "Message-ID:", 11) == 0) {
+			/* the field's value: this line and its continuation lines */
+			for (p += 11; p < end; p++) {
+				if (*p == '\n' && (p + 1 >= end || (p[1] != ' ' && p[1] != '\t')))
+					break;
+				if (*p > ' ' && *p < 0x7f && o + 1 < size)
+					out[o++] = *p;
+			}
+			break;
+		}
+		p = eol + 1;
+	}
+	if (o == 0)
+		out[o++] = '-';
+	out[o] = '\0';
+}
+
+/* ledger_add - append the taken message's line to the -i ledger */
+static void ledger_add(struct conn *c)
+{
+	char line[ID_MAX + 2];
+	size_t n, off = 0;
+
+	if (g.ledger < 0)
+		return;
+	msgid_find(c->hdr, c->hlen, line, ID_MAX + 1);
+	n = strlen(line);
+	line[n++] = '\n';
+	while (off < n) {
+		ssize_t w = write(g.ledger, line + off, n - off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			die("ledger write");
+		off += (size_t)w;
+	}
+}
+
+/* message_done - take a finished message (count, ledger) and answer
+ * it, unless a fault is due on it (-f) */
 static void message_done(struct conn *c)
 {
 	long long t = now_us();
@@ -191,6 +309,18 @@ static void message_done(struct conn *c)
 	if (g.first_us == 0)
 		g.first_us = t;
 	g.last_us = t;
+	ledger_add(c);
+	if (g.fault != F_NONE && g.messages % g.fault_every == 0) {
+		g.faults++;		/* with -r, perhaps on a connection faulted already */
+		if (c->fault == F_NONE) {
+			c->fault = g.fault;
+			if (c->fault != F_TAKERESET)
+				reply(c, "250 2.0.0 Ok: %llu octets queued as S%llu", c->msg_bytes, ++g.queue_id);
+			c->wcut = c->wlen;	/* what the fault lets out */
+			txn_reset(c);
+			return;
+		}
+	}
 	reply(c, "250 2.0.0 Ok: %llu octets queued as S%llu", c->msg_bytes, ++g.queue_id);
 	txn_reset(c);
 }
@@ -256,8 +386,9 @@ static int command(struct conn *c, char *line, size_t len)
 			reply(c, "250-STARTTLS");
 		reply(c, "250-ENHANCEDSTATUSCODES");
 		reply(c, "250-8BITMIME");
-		reply(c, "250-SMTPUTF8");
-		reply(c, "250 CHUNKING");
+		reply(c, g.serial ? "250 SMTPUTF8" : "250-SMTPUTF8");
+		if (!g.serial)
+			reply(c, "250 CHUNKING");
 	} else if (verb_is(line, len, "HELO")) {
 		txn_reset(c);
 		reply(c, "250 %s", g.name);
@@ -284,6 +415,12 @@ static int command(struct conn *c, char *line, size_t len)
 			reply(c, "354 End data with <CR><LF>.<CR><LF>");
 		}
 	} else if (verb_is(line, len, "BDAT")) {
+		if (g.serial) {
+			/* not offered: the chunk's bytes would be read as commands */
+			reply(c, "502 5.5.1 Error: CHUNKING not offered");
+			c->quit = 1;
+			return 1;
+		}
 		if (cmd_bdat(c, line, len) < 0) {
 			/* the chunk's size is unknown: its bytes cannot be skipped */
 			reply(c, "501 5.5.4 Syntax: BDAT size [LAST]");
@@ -331,6 +468,7 @@ static size_t data_scan(struct conn *c, const char *buf, size_t n)
 			c->dot = ch == '\r' ? 1 : 0;
 		if (c->dot == 5) {
 			i++;
+			hdr_keep(c, buf, i);
 			c->msg_bytes += i;
 			g.bytes += i;
 			c->ph = PH_CMD;
@@ -338,6 +476,7 @@ static size_t data_scan(struct conn *c, const char *buf, size_t n)
 			return i;
 		}
 	}
+	hdr_keep(c, buf, n);
 	c->msg_bytes += n;
 	g.bytes += n;
 	return n;
@@ -348,12 +487,14 @@ static void parse(struct conn *c)
 {
 	size_t pos = 0;
 
-	while (pos < c->rlen && !c->quit && !c->tls_after_flush) {
+	while (pos < c->rlen && !c->quit && !c->tls_after_flush && (c->fault == F_NONE || g.rest)) {
 		size_t avail = c->rlen - pos;
 
 		if (c->ph == PH_BDAT) {
 			size_t take = c->bdat_left < avail ? (size_t)c->bdat_left : avail;
 
+			if (!c->bdat_bad)
+				hdr_keep(c, c->rbuf + pos, take);
 			pos += take;
 			c->bdat_left -= take;
 			c->msg_bytes += take;
@@ -379,7 +520,7 @@ static void parse(struct conn *c)
 				pos = (size_t)(nl - c->rbuf) + 1;
 		}
 	}
-	if (c->quit || c->tls_after_flush)
+	if (c->quit || c->tls_after_flush || c->fault != F_NONE)
 		pos = c->rlen;
 	memmove(c->rbuf, c->rbuf + pos, c->rlen - pos);
 	c->rlen -= pos;
@@ -485,6 +626,57 @@ static void conn_close(struct conn *c)
 	free(c);
 }
 
+/* kill_client - SIGKILL to the pid in the -p file, unless it was killed
+ * already (the file is stale until the client has started again) */
+static void kill_client(void)
+{
+	char buf[32];
+	long pid;
+	ssize_t n;
+	int fd = open(g.pidfile, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	pid = strtol(buf, NULL, 10);
+	if (pid <= 1 || pid == (long)getpid() || pid == g.last_killed)
+		return;
+	if (kill((pid_t)pid, SIGKILL) == 0) {
+		g.kills++;
+		g.last_killed = pid;
+	}
+}
+
+/* fault_end - the fault due on c: write the replies queued (blocking,
+ * up to a second per wait), kill the client for kill250, then reset
+ * the connection; frees c */
+static void fault_end(struct conn *c)
+{
+	struct linger lg = {.l_onoff = 1, .l_linger = 0};
+
+	while (c->woff < c->wlen) {
+		struct pollfd p = {.fd = c->fd, .events = POLLOUT};
+		ssize_t w = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
+
+		if (w > 0)
+			c->woff += (size_t)w;
+		else if (w < 0 && errno == EINTR)
+			continue;
+		else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && poll(&p, 1, 1000) > 0)
+			continue;
+		else
+			break;
+	}
+	if (c->fault == F_KILL250)
+		kill_client();
+	(void)setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	conn_close(c);
+}
+
 /* handshake - advance the TLS handshake; 1 done, 0 not yet, -1 failed */
 static int handshake(struct conn *c, uint32_t *want)
 {
@@ -521,6 +713,11 @@ static void conn_event(struct conn *c)
 			if (n < 0)
 				goto dead;
 			parse(c);
+			if (c->fault != F_NONE) {
+				c->wlen = c->wcut;	/* -r: the replies behind it are lost */
+				fault_end(c);
+				return;
+			}
 			if (n == 0)
 				break;
 		}
@@ -653,7 +850,7 @@ static void setup(void)
 static int on_signal(void)
 {
 	struct signalfd_siginfo si;
-	char line[256];
+	char line[320];
 
 	while (read(g.sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 		if (si.ssi_signo != SIGUSR1)
@@ -668,7 +865,7 @@ static int on_signal(void)
 /* run - the event loop, until SIGTERM or SIGINT */
 static void run(void)
 {
-	char line[256];
+	char line[320];
 
 	for (;;) {
 		struct epoll_event evs[64];
@@ -688,7 +885,7 @@ static void run(void)
 				uint64_t expirations;
 
 				(void)read(g.tfd, &expirations, sizeof(expirations));
-				if (g.messages + g.conns + g.tls_full + g.tls_resumed != g.written)
+				if (g.messages + g.conns + g.tls_full + g.tls_resumed + g.faults != g.written)
 					status_write();
 			} else if (ptr == &tag_signal) {
 				if (on_signal()) {
@@ -705,10 +902,37 @@ static void run(void)
 	}
 }
 
+/* fault_parse - "-f MODE:N" into g.fault and g.fault_every; -1: invalid */
+static int fault_parse(const char *arg)
+{
+	static const struct {
+		const char *name;
+		enum fault f;
+	} modes[] = {{"reset250:", F_RESET250}, {"takereset:", F_TAKERESET}, {"kill250:", F_KILL250}};
+	char *end;
+
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		size_t n = strlen(modes[i].name);
+
+		if (strncmp(arg, modes[i].name, n) != 0)
+			continue;
+		if (arg[n] < '1' || arg[n] > '9')
+			return -1;
+		errno = 0;
+		g.fault_every = strtoull(arg + n, &end, 10);
+		if (errno != 0 || *end != '\0')
+			return -1;
+		g.fault = modes[i].f;
+		return 0;
+	}
+	return -1;
+}
+
 /* usage - print the synopsis and exit 2 */
 static void usage(void)
 {
-	fprintf(stderr, "usage: chunk-sink [-T | -S] [-C cert.pem -K key.pem] [-o FILE] [-n NAME] [-q] ADDR:PORT\n");
+	fprintf(stderr, "usage: chunk-sink [-T | -S] [-C cert.pem -K key.pem] [-o FILE] [-n NAME] [-q]\n"
+		"                  [-x] [-i LEDGER] [-f reset250|takereset|kill250:N [-p PIDFILE] [-r]] ADDR:PORT\n");
 	exit(2);
 }
 
@@ -716,7 +940,7 @@ int main(int argc, char **argv)
 {
 	int opt;
 
-	while ((opt = getopt(argc, argv, "TSC:K:o:n:q")) != -1) {
+	while ((opt = getopt(argc, argv, "TSC:K:o:n:qxi:f:p:r")) != -1) {
 		switch (opt) {
 		case 'T':
 			g.implicit_tls = 1;
@@ -739,11 +963,29 @@ int main(int argc, char **argv)
 		case 'q':
 			g.quiet = 1;
 			break;
+		case 'x':
+			g.serial = 1;
+			break;
+		case 'i':
+			if ((g.ledger = open(optarg, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0)
+				die(optarg);
+			break;
+		case 'f':
+			if (fault_parse(optarg) < 0)
+				usage();
+			break;
+		case 'p':
+			g.pidfile = optarg;
+			break;
+		case 'r':
+			g.rest = 1;
+			break;
 		default:
 			usage();
 		}
 	}
-	if (optind != argc - 1 || addr_parse(argv[optind], &g.addr) < 0 || (g.implicit_tls && g.starttls))
+	if (optind != argc - 1 || addr_parse(argv[optind], &g.addr) < 0 || (g.implicit_tls && g.starttls) ||
+	    (g.fault != F_NONE && (g.implicit_tls || g.starttls)) || ((g.fault == F_KILL250) != (g.pidfile != NULL)))
 		usage();
 	if (g.implicit_tls || g.starttls)
 		tls_setup();

@@ -134,17 +134,6 @@ proxy_report() {
 	echo "proxy:    delay-proxy -d $DELAY_MS: echo RTT min $rmin ms, median $rmed ms, max $rmax ms; 4 MB echoed intact"
 }
 
-# ternd_queued - print the number of messages in ternd's queue
-ternd_queued() {
-	ternq_ stats 2>/dev/null | awk '$1 == "TOTAL" { print $2; f = 1 } END { if (!f) print -1 }'
-}
-
-# ternd_holds N - ternd's queue holds N messages (the queue database is
-# written just after the 250s, off the reply path: poll it with wait_until)
-ternd_holds() {
-	[ "$(ternd_queued)" -eq "$1" ]
-}
-
 # ternd_peer_conf PORT WRAPPER - the [peer relay] and [routes] sections
 # (max_pipeline_depth = PIPELINE_DEPTH when that is set)
 ternd_peer_conf() {

@@ -7,12 +7,22 @@
  * one write. Each of -c sessions keeps one connection and sends messages
  * back to back; on a lost connection it reconnects (for crash tests).
  *
- *   smtp-blast [-B] [-c sessions] [-d domain] [-n messages] [-s size] [-o acked.log] HOST:PORT
+ *   smtp-blast [-B] [-c sessions] [-d domain] [-n messages] [-s size] [-o acked.log]
+ *              [-m ids.log] HOST:PORT
+ *
+ * Every message has a Message-ID of its own, <blast.PID.N.T@HOSTNAME> (N:
+ * its number in the run, 0 to messages - 1; T: the attempt, 0 first,
+ * higher for a message sent again after a lost connection, so that a copy
+ * the server took without its reply reaching the client is not counted
+ * as the server's duplicate), as the first field of its header.
  *
  * Prints one summary line: messages, accepted, failed, seconds, msgs/s and
  * accept latency percentiles (end of content sent -> final reply). With
  * -o, writes the queue id of every message the server accepted, one per
  * line, as soon as the reply arrives: what a crash test must find again.
+ * With -m, writes the Message-ID value of every message the server
+ * accepted in the same way: what a peer's ledger (bench/chunk-sink -i)
+ * must hold once the server has relayed them.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -32,7 +42,9 @@ static struct {
 	const char *domain;		/* recipients' domain */
 	long messages;
 	size_t size;
-	FILE *acked;
+	FILE *acked, *ids;
+	long pid;			/* the Message-IDs' PID */
+	char host[256];			/* and their HOSTNAME */
 	pthread_mutex_t lock;
 	long next, ok, failed;
 	double *lat;			/* seconds, one per accepted message */
@@ -138,16 +150,31 @@ static long take(void)
 	return n;
 }
 
-/* transaction - send message n; 0 accepted, 1 refused, -1 connection lost */
-static int transaction(struct conn *c, long n, double *latency)
+/* log_accepted - append one accepted message's line to FILE (if any) */
+static void log_accepted(FILE *f, const char *line, size_t len)
 {
-	char cmds[512], last[512];
-	double t0;
-	int len;
+	if (f == NULL)
+		return;
+	pthread_mutex_lock(&g.lock);
+	fprintf(f, "%.*s\n", (int)len, line);
+	fflush(f);
+	pthread_mutex_unlock(&g.lock);
+}
 
+/* transaction - send message n; 0 accepted, 1 refused, -1 connection lost */
+static int transaction(struct conn *c, long n, int try, double *latency)
+{
+	char cmds[512], last[512], id[320];
+	double t0;
+	int len, idlen;
+
+	idlen = snprintf(id, sizeof(id), "Message-ID: <blast.%ld.%ld.%d@%s>\r\n", g.pid, n, try, g.host);
+	if (idlen < 0 || (size_t)idlen >= sizeof(id))
+		return 1;
 	if (g.bdat)
 		len = snprintf(cmds, sizeof(cmds), "MAIL FROM:<blast@example.org>\r\n"
-			       "RCPT TO:<sink%ld@%s>\r\nBDAT %zu LAST\r\n", n % 100, g.domain, g.content_len);
+			       "RCPT TO:<sink%ld@%s>\r\nBDAT %zu LAST\r\n", n % 100, g.domain,
+			       (size_t)idlen + g.content_len);
 	else
 		len = snprintf(cmds, sizeof(cmds), "MAIL FROM:<blast@example.org>\r\n"
 			       "RCPT TO:<sink%ld@%s>\r\nDATA\r\n", n % 100, g.domain);
@@ -155,7 +182,7 @@ static int transaction(struct conn *c, long n, double *latency)
 		return -1;
 	if (g.bdat) {
 		t0 = now();
-		if (send_all(c->fd, g.body, g.content_len) < 0)
+		if (send_all(c->fd, id, (size_t)idlen) < 0 || send_all(c->fd, g.body, g.content_len) < 0)
 			return -1;
 		int mail = reply(c, NULL, 0), rcpt = reply(c, NULL, 0);
 
@@ -167,7 +194,7 @@ static int transaction(struct conn *c, long n, double *latency)
 		if (reply(c, NULL, 0) != 250 || reply(c, NULL, 0) != 250 || reply(c, NULL, 0) != 354)
 			return -1;	/* out of step: start over */
 		t0 = now();
-		if (send_all(c->fd, g.body, g.body_len) < 0)
+		if (send_all(c->fd, id, (size_t)idlen) < 0 || send_all(c->fd, g.body, g.body_len) < 0)
 			return -1;
 	}
 	switch (reply(c, last, sizeof(last))) {
@@ -178,11 +205,11 @@ static int transaction(struct conn *c, long n, double *latency)
 		if (g.acked) {
 			const char *q = strstr(last, "queued as ");
 
-			pthread_mutex_lock(&g.lock);
-			fprintf(g.acked, "%s\n", q ? q + 10 : last);
-			fflush(g.acked);
-			pthread_mutex_unlock(&g.lock);
+			q = q ? q + 10 : last;
+			log_accepted(g.acked, q, strlen(q));
 		}
+		/* the value between "Message-ID: " and its CRLF */
+		log_accepted(g.ids, id + 12, (size_t)idlen - 14);
 		return 0;
 	default:
 		return 1;
@@ -205,7 +232,7 @@ static void *session(void *arg)
 				usleep(100000);
 				continue;
 			}
-			if ((rc = transaction(&c, n, &lat)) < 0) {
+			if ((rc = transaction(&c, n, tries, &lat)) < 0) {
 				close(c.fd);
 				c.fd = -1;
 			}
@@ -225,9 +252,13 @@ static void *session(void *arg)
 	return NULL;
 }
 
-/* make_body - a message of about size octets, in both forms */
+/* make_body - a message of about size octets, in both forms, and the
+ * format of its Message-ID field */
 static void make_body(void)
 {
+	g.pid = (long)getpid();
+	if (gethostname(g.host, sizeof(g.host) - 1) < 0 || g.host[0] == '\0')
+		strcpy(g.host, "blast.invalid");
 	size_t cap = g.size + 512, len = 0;
 	char *b = malloc(cap);
 
@@ -260,7 +291,7 @@ int main(int argc, char **argv)
 	double t0, secs;
 	int ch;
 
-	while ((ch = getopt(argc, argv, "Bc:d:n:s:o:")) != -1) {
+	while ((ch = getopt(argc, argv, "Bc:d:n:s:o:m:")) != -1) {
 		switch (ch) {
 		case 'B':
 			g.bdat = 1;
@@ -279,6 +310,12 @@ int main(int argc, char **argv)
 			break;
 		case 'o':
 			if ((g.acked = fopen(optarg, "a")) == NULL) {
+				perror(optarg);
+				return 2;
+			}
+			break;
+		case 'm':
+			if ((g.ids = fopen(optarg, "a")) == NULL) {
 				perror(optarg);
 				return 2;
 			}
@@ -313,6 +350,6 @@ int main(int argc, char **argv)
 	return g.failed ? 1 : 0;
 usage:
 	fprintf(stderr, "usage: smtp-blast [-B] [-c sessions] [-d domain] [-n messages] [-s size] "
-		"[-o acked.log] HOST:PORT\n");
+		"[-o acked.log] [-m ids.log] HOST:PORT\n");
 	return 2;
 }

@@ -5,6 +5,7 @@
 #     TERND_PEERS=$'[peer a]\nhost = ...\n[routes]\n* = a' ternd_setup DIR ...
 #     ternq_ list --json                                  # the built ternq
 #     ternd_restart / ternd_kill9 / ternd_stop / ternd_stop_checked (tests exit 0)
+#     wait_until 10 ternd_holds N                         # N messages queued
 #
 # Sets TERND_DIR, TERND_PORT (SMTP), TERND_LMTP (unix socket path),
 # TERND_CONF, TERND_PID, TERND_LOG. State, spool and run directories live
@@ -55,14 +56,20 @@ ternd_use_bin() {
 	_ternd_bin=$1
 }
 
+# ternd_spawn - start ternd with the current configuration, without
+# waiting for it (a supervisor that polls the state itself)
+ternd_spawn() {
+	"$_ternd_bin" -f -c "$TERND_CONF" >>"$TERND_LOG" 2>&1 &
+	TERND_PID=$!
+	tap_bg_register "$TERND_PID"
+}
+
 # ternd_start - start ternd with the current configuration, wait for it
 ternd_start() {
 	local starts
 	starts=$(grep -c ": started: " "$TERND_LOG" 2>/dev/null)
 	starts=${starts:-0}
-	"$_ternd_bin" -f -c "$TERND_CONF" >>"$TERND_LOG" 2>&1 &
-	TERND_PID=$!
-	tap_bg_register "$TERND_PID"
+	ternd_spawn
 	# The port accepts as soon as it is bound; ternd is ready when it says so.
 	if ! wait_until 10 _ternd_started "$starts"; then
 		echo "# ternd did not start:" >&2
@@ -113,6 +120,17 @@ ternq_() {
 ternd_sync() {
 	ternq_ hold 0000000000000 >/dev/null 2>&1
 	return 0
+}
+
+# ternd_queued - print the number of messages in ternd's queue
+ternd_queued() {
+	ternq_ stats 2>/dev/null | awk '$1 == "TOTAL" { print $2; f = 1 } END { if (!f) print -1 }'
+}
+
+# ternd_holds N - ternd's queue holds N messages (the queue database is
+# written just after the 250s, off the reply path: poll it with wait_until)
+ternd_holds() {
+	[ "$(ternd_queued)" -eq "$1" ]
 }
 
 # ternd_drained - the queue is empty
