@@ -1,13 +1,15 @@
 #!/bin/bash
 # interop-exim-421.sh - ternd relays to Exim (Debian 12's exim4-daemon-light,
 # unpacked by tests/lib/foreign_mta.sh, run as nobody) that closes each
-# connection after 20 messages (smtp_accept_max_per_connection = 20: a 421
+# connection after 10 messages (smtp_accept_max_per_connection = 10: a 421
 # to the next MAIL), in the middle of ternd's window of pipelined BDAT
-# transactions, over STARTTLS with tls = verify. Asserts, by queue id,
-# that every message is in Exim's queue exactly once; that the
-# transactions behind each 421 were deferred or sent again, and each of
-# those was then sent once; and that every line ternd logs for the
-# connection, the deferrals too, names the TLS the connection had.
+# transactions, over STARTTLS with tls = verify; 30 connections, so that
+# the race between the close and the replies in flight is met often.
+# Asserts, by queue id, that every message is in Exim's queue exactly
+# once; that the transactions behind each 421 were deferred or sent
+# again, and each of those was then sent once; and that every line ternd
+# logs for the connection, the deferrals too, names the TLS the
+# connection had.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib/tap.sh"
@@ -19,7 +21,7 @@ foreign_mta_need exim openssl
 blast=${top_builddir:-$here/../..}/bench/smtp-blast
 [ -x "$blast" ] || tap_skip_all "bench/smtp-blast not built"
 
-n=200 per=20
+n=300 per=10
 top=$(tap_tmpdir)
 pki_make "$top/pki" || tap_skip_all "cannot make the test PKI"
 exim_port=$(free_port)
@@ -56,7 +58,7 @@ d421=$(grep -c ' (421 too many messages in this connection), ' "$top/deferred")
 tap_like "ternd deferred the transactions Exim refused with its 421" "$d421" '^[1-9][0-9]*$'
 tap_is "ternd read no more 421s than Exim sent" "$((d421 <= refused))" 1
 tap_is "every other deferral is the lost connection" \
-	"$(grep -vc ' (421 too many messages in this connection), \| (lost connection with [^ ]* while sending' "$top/deferred")" 0
+	"$(grep -vc ' (421 too many messages in this connection), \| (lost connection with ' "$top/deferred")" 0
 tap_is "each deferral says the connection's TLS (not tls=none)" "$(grep -c ', tls=none$' "$top/deferred")" 0
 
 ternd_stop_checked
