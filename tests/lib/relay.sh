@@ -88,3 +88,32 @@ _pf_atleast() {
 	[ "$(pf_count "$2")" -ge "$1" ]
 }
 
+
+# peer_lines PORT STATUS - ternd's delivery lines (one per recipient) for
+# the relay host on 127.0.0.1:PORT whose status matches the ERE STATUS
+peer_lines() {
+	grep -E ": [0-9A-Z]{13}: to=<[^>]*>, relay=[^,]*\[127\.0\.0\.1\]:$1, .*status=$2 " "$TERND_LOG"
+}
+
+# line_ids - the queue ids of the delivery lines on stdin, sorted
+line_ids() {
+	sed -nE 's/^.*: ([0-9A-Z]{13}): to=.*/\1/p' | sort
+}
+
+# blast_each_once N DUMPS TIMEOUT DONE [smtp-blast options...] - send N
+# messages into ternd with bench/smtp-blast ($blast), wait up to TIMEOUT s
+# for the command DONE (all delivered), then test by queue id that every
+# message ternd acknowledged was delivered to DUMPS once (sets what
+# ternd_relay_outcome sets; $top/acked holds the ids)
+blast_each_once() {
+	local n=$1 dumps=$2 timeout=$3 done=$4 rc=0
+	shift 4
+	"$blast" "$@" -n "$n" -d example.com -o "$top/acked" "127.0.0.1:$TERND_PORT" >"$top/blast.log" 2>&1
+	tap_is "ternd acknowledged $n messages" "$(sort -u "$top/acked" | wc -l)" "$n"
+	wait_until "$timeout" "$done" || rc=$?
+	tap_is "all delivered within ${timeout}s ($done)" "$rc" 0
+	ternd_relay_outcome "$top/acked" "$dumps" "$top/ids"
+	tap_is "every message delivered" "$DELIVERED" "$n"
+	tap_is "no message lost" "$LOST" 0
+	tap_is "no message twice" "$DUPS" 0
+}
