@@ -36,9 +36,9 @@
 # (ledger lines beyond the first of each id), messages duplicated, most
 # copies of one message, unacked (ids taken that ternd never acknowledged:
 # a try cut off by a kill, which smtp-blast sent again under another id;
-# not counted as extra), announced (ternd's log lines containing "may be
-# delivered twice" or Postfix's "may be sent more than once", one per
-# transaction), and the drain's seconds. The summary gives medians over
+# not counted as extra), announced (ternd's warnings with Postfix's
+# "message may be sent more than once", one per transaction that may have
+# been delivered), and the drain's seconds. The summary gives medians over
 # ROUNDS, the window/serial ratios of extra copies and most copies, and
 # issue 34's "Done when" targets.
 #

@@ -34,8 +34,10 @@
 # id), FC_DUPED (ids taken more than once), FC_MOST (most copies of one
 # id), FC_UNACKED (ids taken that ternd never acknowledged to smtp-blast:
 # a try whose reply a kill cut off, sent again under another id),
-# FC_ANNOUNCED (ternd's log lines with "may be delivered twice" or "may
-# be sent more than once"), FC_SECS (from the first relay on); on
+# FC_ANNOUNCED (ternd's warnings "... -- message may be sent more than
+# once", one per transaction that may have been delivered; the deferral
+# lines that say "may be delivered twice" are not counted, so that no
+# transaction counts twice), FC_SECS (from the first relay on); on
 # failure returns 1 with FC_ERR. ternd's log stays in DIR/ternd/ternd.log.
 
 FC_MESSAGES=${FC_MESSAGES:-400}
@@ -103,7 +105,7 @@ fc_count() {
 	FC_DUPED=$(awk '$1 > 1' "$d/copies" | wc -l)
 	FC_UNACKED=$(awk '{ print $2 }' "$d/copies" | sort | comm -13 "$d/ids.sorted" - | wc -l)
 	FC_MOST=$(awk 'NR == 1 { print $1 } END { if (NR == 0) print 0 }' "$d/copies")
-	FC_ANNOUNCED=$(grep -cE 'may be delivered twice|may be sent more than once' "$TERND_LOG")
+	FC_ANNOUNCED=$(grep -c 'message may be sent more than once' "$TERND_LOG")
 	FC_FAULTS=$(fc_field faults)
 	FC_KILLS=$(fc_field kills)
 }
