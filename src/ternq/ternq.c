@@ -603,8 +603,11 @@ static void peer_print(const struct ternq *q, char **f)
 
 		json_object_set_new(o, "peer", json_text(f[0]));
 		json_object_set_new(o, "breaker", json_text(f[1]));
-		json_object_set_new(o, "breaker_since", json_integer((json_int_t)(t_since / 1000000)));
-		json_object_set_new(o, "breaker_since_iso", json_text(timefmt_iso(t_since, q->utc, since, sizeof(since))));
+		if (t_since) {	/* none for a parked peer */
+			json_object_set_new(o, "breaker_since", json_integer((json_int_t)(t_since / 1000000)));
+			json_object_set_new(o, "breaker_since_iso",
+					    json_text(timefmt_iso(t_since, q->utc, since, sizeof(since))));
+		}
 		if (t_until) {
 			json_object_set_new(o, "open_until", json_integer((json_int_t)(t_until / 1000000)));
 			json_object_set_new(o, "open_until_iso",
@@ -622,7 +625,10 @@ static void peer_print(const struct ternq *q, char **f)
 		print_json(o);
 		return;
 	}
-	timefmt_human(t_since, q->utc, TIMEFMT_MS, since, sizeof(since));
+	if (t_since)
+		timefmt_human(t_since, q->utc, TIMEFMT_MS, since, sizeof(since));
+	else
+		snprintf(since, sizeof(since), "-");
 	textesc_line(stdout, "%-20s %-9s %-29s %4s %4s %8s  %s", f[0], f[1], since, f[4], f[5], f[6],
 		     t_err ? f[8] : "-");
 	if (t_until)
@@ -633,8 +639,9 @@ static void peer_print(const struct ternq *q, char **f)
 			     timefmt_human(t_err, q->utc, TIMEFMT_MS, errat, sizeof(errat)));
 }
 
-/* cmd_peers - each relayed peer of the running ternd: breaker state and
- * since when, connections busy and idle, queued recipients, last error;
+/* cmd_peers - each configured peer of the running ternd: breaker state
+ * (or "parked": no host) and since when, connections busy and idle,
+ * queued recipients, last error;
  * or, with "reset NAME", close that peer's breaker now */
 static int cmd_peers(struct ternq *q, char **args, int nargs)
 {
@@ -708,7 +715,7 @@ static int cmd_peers(struct ternq *q, char **args, int nargs)
 	}
 	close(fd);
 	if (rc == 0 && n == 0 && !q->json)
-		printf("No relayed peers\n");
+		printf("No peers\n");
 	return rc;
 }
 
