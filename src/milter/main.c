@@ -318,7 +318,8 @@ int main(int argc, char **argv)
 	m = &conf->milter;
 	/* stderr too until detached: startup errors must reach the admin. */
 	log_open(conf->global.syslog_name, 1, cli.verbose);
-	if (conf->global.log_file[0] && log_file_open(conf->global.log_file, err, sizeof(err)) < 0)
+	if (conf->global.log_file[0]
+	    && log_file_open(conf->global.log_file, conf->global.user, err, sizeof(err)) < 0)
 		log_fatal("%s", err);
 
 	if (smfi_setconn((char *)m->listen) == MI_FAILURE)

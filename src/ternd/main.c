@@ -229,7 +229,7 @@ int main(int argc, char **argv)
 	ternd.conf = cli_load_conf(&cli);
 	g = &ternd.conf->global;
 	log_open(g->syslog_name, 1, cli.verbose);
-	if (g->log_file[0] && log_file_open(g->log_file, err, sizeof(err)) < 0)
+	if (g->log_file[0] && log_file_open(g->log_file, g->user, err, sizeof(err)) < 0)
 		log_fatal("%s", err);
 	ternd.hostname = conf_hostname(ternd.conf);
 	conf_route_check(ternd.conf, route_warning, NULL);

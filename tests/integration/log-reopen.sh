@@ -2,9 +2,10 @@
 # log-reopen.sh - SIGUSR2 makes ternd and tern-milter open log_file again
 # by its name (ternd(8), tern-milter(8), SIGNALS), as
 # contrib/logrotate/tern expects:
-#   1. log_file in a directory only root may write (as /var/log): moved
-#      away, a new one made for tern, SIGUSR2: later lines go to the new
-#      file, none to the old
+#   1. log_file in a directory only root may write (as /var/log): the
+#      file the daemon made as root at its start is the tern user's, so
+#      a SIGUSR2 with no rotation reopens it; moved away, a new one made
+#      for tern, SIGUSR2: later lines go to the new file, none to the old
 #   2. moved away with no new file: the daemon cannot make one there, says
 #      so in the old file, and goes on writing to it
 #   3. contrib/logrotate/tern is a configuration logrotate accepts
@@ -35,6 +36,11 @@ rotate() {
 # --- 1. ternd ----------------------------------------------------------------------
 send one@example.com
 tap_like "ternd writes log_file" "$(grep -c 'from=<a@example.org>' "$log")" '^[1-9]'
+tap_is "the log_file ternd made as root is tern's, mode 0640" "$(stat -c '%U %a' "$log")" "tern 640"
+kill -USR2 "$TERND_PID"
+wait_until 5 grep -q 'log_file .* reopened\|cannot reopen' "$log"
+tap_like "SIGUSR2 right after a start as root: ternd reopens it" "$(cat "$log")" \
+	"ternd\\[$TERND_PID\\]: log_file $log reopened"
 rotate
 kill -USR2 "$TERND_PID"
 wait_until 5 grep -q 'log_file .* reopened' "$log"
@@ -62,11 +68,15 @@ ternd_stop
 mport=$(free_port)
 printf '%s\n' "[global]" "state_dir = $top/m" "trace_key_file = $top/trace.key" "log_file = $log" \
 	"[milter]" "listen = inet:$mport@127.0.0.1" >"$top/milter.conf"
-install -m 0640 -o tern -g "$(id -gn tern)" /dev/null "$log"
 "$milter" -f -c "$top/milter.conf" >"$top/milter.out" 2>&1 &
 mpid=$!
 tap_bg_register $mpid
 tap_check "tern-milter listens" wait_for_port "$mport"
+tap_is "the log_file tern-milter made as root is tern's" "$(stat -c '%U %a' "$log")" "tern 640"
+kill -USR2 "$mpid"
+wait_until 5 grep -q 'log_file .* reopened\|cannot reopen' "$log"
+tap_like "SIGUSR2 right after a start as root: tern-milter reopens it" "$(cat "$log")" \
+	"milter\\[$mpid\\]: log_file $log reopened"
 rotate
 kill -USR2 "$mpid"
 wait_until 5 grep -q 'log_file .* reopened' "$log"
