@@ -60,6 +60,7 @@
 #define CONTROL_GROUPS_MAX 65536	/* NGROUPS_MAX of Linux */
 
 static int control_fd = -1;
+static char control_path[512];
 static pthread_mutex_t clients_lock = PTHREAD_MUTEX_INITIALIZER;
 static int nclients;
 
@@ -423,14 +424,23 @@ static void *control_loop(void *arg)
  * who may use it is ternd.uid and admin_group, looked up in main.c */
 void control_setup(void)
 {
-	char path[512], spec[520], err[600];
+	char spec[520], err[600];
 	int is_unix;
 
-	snprintf(spec, sizeof(spec), "unix:%s", conf_control_socket(ternd.conf, path, sizeof(path)));
+	snprintf(spec, sizeof(spec), "unix:%s",
+		 conf_control_socket(ternd.conf, control_path, sizeof(control_path)));
 	/* 0600, or 0660 to admin_group; the peer is checked all the same */
 	if ((control_fd = listen_open(spec, ternd.uid, ternd.admin ? ternd.admin_gid : ternd.gid,
 				      ternd.admin ? 0660 : 0600, &is_unix, err, sizeof(err))) < 0)
 		log_fatal("cannot open the control socket: %s", err);
+}
+
+/* control_remove - a clean stop: remove the control socket's file (its
+ * thread may go on serving who is connected) */
+void control_remove(void)
+{
+	if (control_path[0] && unlink(control_path) < 0 && errno != ENOENT)
+		log_warning("%s: cannot remove the socket: %s", control_path, strerror(errno));
 }
 
 /* control_start - serve the control socket */
