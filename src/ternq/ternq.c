@@ -247,6 +247,9 @@ static int list_one(const struct q_msg *m, const struct q_rcpt *r, size_t n, voi
 
 	if (!selected(q, m, r, n))
 		return 0;
+	if (q->total_msgs == 0 && !q->json)	/* the heading, above the first message only */
+		printf("%-14s %8s %-29s  %s\n", "-Queue ID-", "--Size--", "---------Arrival Time--------",
+		       "-Sender/Recipient-------");
 	q->total_msgs++;
 	q->total_bytes += m->size;
 	if (q->json) {
@@ -267,13 +270,11 @@ static int list_one(const struct q_msg *m, const struct q_rcpt *r, size_t n, voi
 	return 0;
 }
 
-/* cmd_list - the queue, like mailq (its columns; the arrival time is
- * ours: with milliseconds and the offset, as every time ternq prints) */
+/* cmd_list - the queue, like mailq (its columns, the heading only above
+ * a message; the arrival time is ours: with milliseconds and the offset,
+ * as every time ternq prints) */
 static int cmd_list(struct ternq *q)
 {
-	if (!q->json)
-		printf("%-14s %8s %-29s  %s\n", "-Queue ID-", "--Size--", "---------Arrival Time--------",
-		       "-Sender/Recipient-------");
 	if (store_foreach(q->store, list_one, q) < 0) {
 		fprintf(stderr, "ternq: cannot read the queue\n");
 		return EXIT_USAGE;
