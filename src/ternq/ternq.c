@@ -32,6 +32,7 @@
 #include "cli.h"
 #include "control_client.h"
 #include "clock.h"
+#include "json_text.h"
 #include "log.h"
 #include "privs.h"
 #include "qshape.h"
@@ -197,7 +198,7 @@ static json_t *msg_json(const struct q_msg *m, const struct q_rcpt *r, size_t n,
 /* print_json - one JSON object on one line */
 void print_json(json_t *o)
 {
-	char *s = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
+	char *s = json_dumps_short(o, JSON_COMPACT | JSON_ENSURE_ASCII);
 
 	puts(s);
 	free(s);
