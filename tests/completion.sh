@@ -2,7 +2,9 @@
 # completion.sh - contrib/bash-completion/tern offers, for each of the four
 # programs, exactly the options its man page's SYNOPSIS names (so a new
 # option without completion fails here), the fixed values of --state,
-# --by, --format and --table, ternq's commands, and file names where the
+# --by, --format and --table (--table's those of tern-report(1)), ternq's
+# commands, the peer names of the configuration file (-c FILE, or the
+# default) after --peer and "peers reset", and file names where the
 # argument is a file.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -67,10 +69,18 @@ tap_is "ternq hold: ALL, -, --timeout and the selectors that go with ALL" "$(com
 tap_is "ternq expire: as hold" "$(comp "ternq expire ")" \
 	"- --domain --older --peer --rcpt --sender --state --timeout ALL "
 tap_is "ternq peers: reset and its options" "$(comp "ternq peers ")" "--json --timeout --utc reset "
-tap_is "ternq peers reset: a peer name, no guess" "$(comp "ternq peers reset ")" ""
+printf '%s\n' "[global]" "[peer smarthost]" "host = a" " [peer backup] " "[peer b2]" "[routes]" \
+	"#[peer commented]" >"$tmp/peers.conf"
+tap_is "ternq peers reset: the peer names of -c FILE" "$(comp "ternq -c $tmp/peers.conf peers reset ")" \
+	"b2 backup smarthost "
+tap_is "ternq list --peer: the peer names beginning with the word" \
+	"$(comp "ternq -c $tmp/peers.conf list --peer b")" "b2 backup "
+tap_is "ternq hold ALL --peer: as list" "$(comp "ternq -c $tmp/peers.conf hold ALL --peer s")" "smarthost "
+tap_is "ternq peers reset: no file to read, no guess" "$(comp "ternq -c $tmp/none.conf peers reset ")" ""
 tap_is "tern-report --format" "$(comp "tern-report --format ")" "csv html json prom text "
-tap_is "tern-report --table" "$(comp "tern-report --table ")" \
-	"domains hourly peers queue reasons totals "
+tap_is "tern-report --table: the tables of tern-report(1)" "$(comp "tern-report --table ")" \
+	"$(sed -n '/^\.It Fl \\-table Ar name/,/^\.It /s/^\.Cm \([a-z]*\).*/\1/p' "$top/man/tern-report.1" \
+		| sort | tr '\n' ' ')"
 tap_is "tern-report --top: no guess" "$(comp "tern-report --top ")" ""
 mkdir "$tmp/d" && : >"$tmp/d/a.conf" && : >"$tmp/d/b.json"
 tap_is "ternd -c: file names" "$(comp "ternd -c $tmp/d/a")" "$tmp/d/a.conf "

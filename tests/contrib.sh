@@ -4,7 +4,11 @@
 # the $instance variable, a panel repeats per peer, and every metric it
 # uses is one the daemons document in their METRICS sections; the alerting
 # rules pass promtool check rules and their unit tests (promtool test
-# rules contrib/prometheus/tern.rules.test.yml).
+# rules contrib/prometheus/tern.rules.test.yml). The example tern.conf
+# names no sections "still to come", and the storage reserve's formula,
+# with the per-transaction size src/ternd/storage.h has, is stated in
+# ternd(8) alone: the example, tern.conf(5), ternq(1) and the README
+# state no size per connection or transaction of their own.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib/tap.sh"
@@ -58,4 +62,12 @@ tap_is "a panel repeated per peer" \
 	"$(python3 -c 'import json, sys; print(sum(p.get("repeat") == "peer" for p in json.load(open(sys.argv[1]))["panels"]))' "$dash")" 1
 tap_like "the dashboard covers ternd and tern-milter" "$(tr '\n' ' ' <"$tmp/metrics")" \
 	'tern_config_last_reload_successful .*tern_deliveries_total .*tern_delivery_codes_total .*tern_milter_journal_dropped_total .*tern_milter_messages_total .*tern_queue_messages .*tern_queue_recipients '
+tap_is "the example tern.conf has no stale \"still to come\" sections" \
+	"$(grep -c 'still to come' "$top/contrib/tern.conf.example")" 0
+per=$(sed -n 's/^#define STORAGE_OUTCOME_RESERVE ((uint64_t)\([0-9]*\) \* 1024)$/\1/p' "$top/src/ternd/storage.h")
+tap_is "ternd(8) states the reserve's formula with storage.h's $per KB" \
+	"$(grep -c "^queue_minfree + $per KB x (transactions that may be in flight now)$" "$top/man/ternd.8")" 1
+tap_is "... and nothing else states a reserve per connection or transaction" \
+	"$(cat "$top/contrib/tern.conf.example" "$top/man/tern.conf.5" "$top/man/ternq.1" "$top/README.md" \
+		| tr '\n' ' ' | grep -oiE '[0-9]+ ?KB (per|for each|x) [a-z ]{0,20}(connection|transaction)' )" ""
 tap_done

@@ -5,7 +5,8 @@
 # user, its directories and the modes of /etc/tern, installs the
 # conffiles, enables and starts nothing; one message goes through the
 # installed ternd to an smtp-sink; "dpkg --purge" removes what the
-# package made and nothing else.
+# package made and nothing else, and says that it leaves
+# /var/log/tern.log* (log_file's, made by the daemons and logrotate).
 #
 # The install runs in a private mount namespace with overlays on /etc,
 # /usr, /var and /run, the tern user and /var/lib/tern taken away there
@@ -125,12 +126,18 @@ ternd_stop_checked
 
 # --- purge ---------------------------------------------------------------------
 /usr/sbin/tern-milter -K /etc/tern/trace.key && chown tern /etc/tern/trace.key
+install -m 0640 -o tern -g adm /dev/null /var/log/tern.log
+install -m 0640 -o tern -g adm /dev/null /var/log/tern.log.2.gz
 DEBIAN_FRONTEND=noninteractive dpkg --purge tern >"$tmp/dpkg-purge.log" 2>&1
 tap_is "dpkg --purge" "$?" 0 || sed 's/^/# /' "$tmp/dpkg-purge.log"
 tap_is "purge removes the queue, spool and run directories, the conffiles" \
 	"$(ls -d /var/lib/tern /var/spool/tern /run/tern /etc/tern/tern.conf /etc/cron.d/tern \
 		/etc/logrotate.d/tern /usr/sbin/ternd 2>/dev/null)" ""
 tap_is "... keeps /etc/tern with the trace key the admin made" "$(ls -A /etc/tern 2>&1)" trace.key
+tap_is "... keeps /var/log/tern.log*" "$(ls /var/log/tern.log* | tr '\n' ' ')" \
+	"/var/log/tern.log /var/log/tern.log.2.gz "
+tap_is "... and says so" "$(grep -c '^tern: purge leaves /var/log/tern\.log\* (log_file): remove it when you no longer need it$' \
+	"$tmp/dpkg-purge.log")" 1
 tap_is "... removes the statoverrides" "$(dpkg-statoverride --list '/etc/tern*')" ""
 tap_like "... keeps the tern user (Debian keeps system users)" "$(getent passwd tern)" '^tern:'
 tap_is "dpkg no longer knows tern" "$(dpkg-query -W -f='${db:Status-Abbrev}' tern 2>&1 | tr -d ' ')" \

@@ -2,9 +2,16 @@
  * json_text - text of unknown encoding (addresses, replies, header
  * values) as a JSON string, for ternq --json, tern-report's JSON and the
  * OTLP lines: what is not UTF-8 becomes '?'. Pure.
+ *
+ * json_dumps_short: jansson writes a real with 17 significant digits
+ * ("0.10000000000000001" for 0.1), and has no per-value precision; here
+ * each real is written with the fewest digits that read back as the same
+ * double ("0.1"), as JavaScript and Python print numbers.
  */
 #include "config.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "json_text.h"
@@ -68,4 +75,95 @@ json_t *json_text(const char *s)
 	j = json_stringn(t, n);
 	free(t);
 	return j;
+}
+
+#define REAL_MARK '\x01'	/* a placeholder string for a real: MARK digits */
+
+/* json_real_shortest - x with the fewest significant digits (%g) that
+ * strtod reads back as x; the length written */
+int json_real_shortest(double x, char *buf, size_t len)
+{
+	int n = 0;
+
+	for (int p = 1; p <= 17; p++)
+		if ((n = snprintf(buf, len, "%.*g", p, x)) > 0 && (size_t)n < len && strtod(buf, NULL) == x)
+			break;
+	return n;
+}
+
+/* has_mark - whether a string of the tree holds REAL_MARK (then the
+ * placeholders could not be told from it) */
+static int has_mark(const json_t *o)
+{
+	const char *k;
+	json_t *v;
+	size_t i;
+
+	if (json_is_string(o))
+		return memchr(json_string_value(o), REAL_MARK, json_string_length(o)) != NULL;
+	if (json_is_array(o)) {
+		json_array_foreach(o, i, v)
+			if (has_mark(v))
+				return 1;
+	}
+	if (json_is_object(o)) {
+		json_object_foreach((json_t *)o, k, v)
+			if (strchr(k, REAL_MARK) || has_mark(v))
+				return 1;
+	}
+	return 0;
+}
+
+/* mark_reals - each real of the tree becomes the string MARK digits */
+static json_t *mark_reals(json_t *o)
+{
+	char buf[40];
+	const char *k;
+	json_t *v;
+	size_t i;
+
+	if (json_is_real(o)) {
+		buf[0] = REAL_MARK;
+		json_real_shortest(json_real_value(o), buf + 1, sizeof(buf) - 1);
+		json_decref(o);
+		return json_string(buf);
+	}
+	if (json_is_array(o))
+		json_array_foreach(o, i, v)
+			json_array_set_new(o, i, mark_reals(json_incref(v)));
+	if (json_is_object(o))
+		json_object_foreach(o, k, v)
+			json_object_set_new(o, k, mark_reals(json_incref(v)));
+	return o;
+}
+
+/* json_dumps_short - json_dumps(o, flags | JSON_ENSURE_ASCII), each real
+ * in its shortest round-trip form: the placeholders, escaped "\u0001"
+ * by JSON_ENSURE_ASCII (which nothing else of the text can be, has_mark),
+ * are replaced by their digits. NULL on failure, as json_dumps. */
+char *json_dumps_short(const json_t *o, size_t flags)
+{
+	static const char mark[] = "\"\\u0001";
+	json_t *copy;
+	char *s, *r, *w;
+
+	flags |= JSON_ENSURE_ASCII;
+	if (has_mark(o) || (copy = json_deep_copy(o)) == NULL)
+		return json_dumps(o, flags);
+	copy = mark_reals(copy);
+	s = json_dumps(copy, flags);
+	json_decref(copy);
+	if (s == NULL)
+		return NULL;
+	for (r = w = s; *r;) {
+		if (strncmp(r, mark, sizeof(mark) - 1) == 0) {
+			for (r += sizeof(mark) - 1; *r && *r != '"'; )
+				*w++ = *r++;
+			r += *r == '"';
+		} else {
+			*w++ = *r++;
+		}
+	}
+	*w = '\0';
+	return s;
 }

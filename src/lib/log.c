@@ -86,16 +86,42 @@ void log_open(const char *ident, int to_stderr, int verbose)
 	log_verb = verbose;
 }
 
+/* log_file_create - open path for appending (a regular file with one
+ * name, never a link or a FIFO); a file this makes as root is given to
+ * user (and its group) through the descriptor, not the path, so that the
+ * SIGUSR2 reopen as user can open it again; one that exists keeps its
+ * owner. The descriptor, or -1 with err. */
+static int log_file_create(const char *path, const char *user, char *err, size_t errlen)
+{
+	int root = geteuid() == 0, fd;
+	uid_t uid = 0;
+	gid_t gid = 0;
+
+	if (root && privs_lookup(user, &uid, &gid, err, errlen) < 0)
+		return -1;
+	if ((fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640)) < 0) {
+		if (errno == EEXIST)	/* a link, FIFO or device is refused there */
+			return privs_open_file(path, O_WRONLY | O_APPEND, 0, err, errlen);
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (root && fchown(fd, uid, gid) < 0) {
+		snprintf(err, errlen, "%s: cannot give it to %s: %s", path, user, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /* log_file_open - also append every line to path, syslog-formatted
  * (`Mon DD HH:MM:SS host ident[pid]: text`); opened once, before
- * privileges are dropped; 0 or -1 with err */
-int log_file_open(const char *path, char *err, size_t errlen)
+ * privileges are dropped to user (log_file_create); 0 or -1 with err */
+int log_file_open(const char *path, const char *user, char *err, size_t errlen)
 {
 	char *dot;
 	int fd;
 
-	/* as root: a regular file with one name, never a link or a FIFO */
-	if ((fd = privs_open_file(path, O_WRONLY | O_APPEND | O_CREAT, 0640, err, errlen)) < 0)
+	if ((fd = log_file_create(path, user, err, errlen)) < 0)
 		return -1;
 	if (gethostname(log_host, sizeof(log_host) - 1) < 0 || log_host[0] == '\0')
 		snprintf(log_host, sizeof(log_host), "localhost");

@@ -14,7 +14,7 @@
 
 void log_init(const char *progname, const char *service);
 void log_open(const char *ident, int to_stderr, int verbose);
-int log_file_open(const char *path, char *err, size_t errlen);
+int log_file_open(const char *path, const char *user, char *err, size_t errlen);
 void log_file_reopen(void);
 void log_close(void);
 int log_verbose(void);

@@ -37,6 +37,7 @@
 #include "metrics_std.h"
 #include "notify.h"
 #include "milter.h"
+#include "pidfile.h"
 #include "privs.h"
 #include "xalloc.h"
 
@@ -47,6 +48,8 @@ static pthread_cond_t milter_idle = PTHREAD_COND_INITIALIZER;
 static struct milter_cfg *milter_current;
 static int milter_sessions;
 static const char *conf_path;
+static int pid_fd = -1;
+static char pid_path[512];
 
 /* milter_cfg_get - take a reference to the current configuration */
 struct milter_cfg *milter_cfg_get(void)
@@ -258,6 +261,26 @@ static void open_socket(const struct conf *conf, uid_t uid, gid_t gid)
 	}
 }
 
+/* pid_file_open - as the tern user, once detached: RUN_DIR/tern-milter.pid,
+ * locked for our life (pidfile.h), for contrib/logrotate/tern; none when
+ * RUN_DIR does not exist (an inet listener needs none) or another
+ * tern-milter has it, which is said */
+static void pid_file_open(const struct conf *conf)
+{
+	char err[600];
+
+	snprintf(pid_path, sizeof(pid_path), "%s/tern-milter.pid", conf->global.run_dir);
+	if ((pid_fd = pidfile_lock(pid_path, err, sizeof(err))) < 0) {
+		if (errno == EWOULDBLOCK)
+			log_warning("no pid file: another tern-milter has it (%s)", err);
+		else if (access(conf->global.run_dir, F_OK) == 0)
+			log_warning("no pid file: %s", err);
+		return;
+	}
+	if (pidfile_write(pid_fd) < 0)
+		log_warning("cannot write the pid file %s: %s", pid_path, strerror(errno));
+}
+
 /* usage - print usage and exit with status: 0 (--help) on the standard
  * output, else on the standard error */
 static void __attribute__((noreturn)) usage(int status)
@@ -318,7 +341,8 @@ int main(int argc, char **argv)
 	m = &conf->milter;
 	/* stderr too until detached: startup errors must reach the admin. */
 	log_open(conf->global.syslog_name, 1, cli.verbose);
-	if (conf->global.log_file[0] && log_file_open(conf->global.log_file, err, sizeof(err)) < 0)
+	if (conf->global.log_file[0]
+	    && log_file_open(conf->global.log_file, conf->global.user, err, sizeof(err)) < 0)
 		log_fatal("%s", err);
 
 	if (smfi_setconn((char *)m->listen) == MI_FAILURE)
@@ -359,6 +383,7 @@ int main(int argc, char **argv)
 	}
 	if (privs_drop(conf->global.user, err, sizeof(err)) < 0)
 		log_fatal("%s", err);
+	pid_file_open(conf);
 
 	/*
 	 * Block the stop signals too before starting our thread, or the
@@ -400,6 +425,7 @@ int main(int argc, char **argv)
 	left = wait_for_sessions(stop_timeout);
 	metrics_server_stop(&metrics);
 	journal_stop();		/* late callbacks find it stopped and skip it */
+	pidfile_remove(pid_path, &pid_fd);
 	if (left > 0) {
 		log_warning("stopping with %d session%s still open", left, left == 1 ? "" : "s");
 	} else {

@@ -32,6 +32,7 @@
 static const char *const TD = "style=\"padding:2px 8px;text-align:right;border-bottom:1px solid #ddd\"";
 static const char *const TDL = "style=\"padding:2px 8px;text-align:left;border-bottom:1px solid #ddd\"";
 static const char *const TH = "style=\"padding:2px 8px;text-align:right;background:#eee\"";
+static const char *const THL = "style=\"padding:2px 8px;text-align:left;background:#eee\"";
 static const char *const TABLE = "style=\"border-collapse:collapse;font-size:13px;margin-bottom:16px\"";
 
 /* x tick steps, seconds */
@@ -319,13 +320,22 @@ static void delay_chart(const struct report *r, FILE *out)
 	fputs("</svg>\n", out);
 }
 
-/* th - a header row */
-static void th(FILE *out, const char *const *cols, size_t n)
+/* th - a header row; align has an 'l' for each column of text (left, as
+ * its cells are), anything else or its end for a number's (right) */
+static void th(FILE *out, const char *const *cols, size_t n, const char *align)
 {
+	size_t na = strlen(align);
+
 	fputs("<tr>", out);
 	for (size_t i = 0; i < n; i++)
-		fprintf(out, "<th %s>%s</th>", TH, cols[i]);
+		fprintf(out, "<th %s>%s</th>", i < na && align[i] == 'l' ? THL : TH, cols[i]);
 	fputs("</tr>\n", out);
+}
+
+/* none_row - the row of a table with nothing to show in the window */
+static void none_row(FILE *out, size_t n)
+{
+	fprintf(out, "<tr><td colspan=\"%zu\" %s>none in this window</td></tr>\n", n, TDL);
 }
 
 /* td_text - a text cell */
@@ -362,12 +372,14 @@ static void extra_tables(const struct report *r, FILE *out, size_t top)
 		const struct rpt_milter *m = &r->milter;
 
 		fprintf(out, "<h2>Milter verdicts</h2>\n<table %s>\n", TABLE);
-		th(out, mcols, 6);
+		th(out, mcols, 6, "");
 		fputs("<tr>", out);
 		td_num(out, m->messages), td_num(out, m->accepted), td_num(out, m->tagged);
 		td_num(out, m->rejected), td_num(out, m->tempfailed), td_num(out, m->other);
 		fprintf(out, "</tr>\n</table>\n<table %s>\n", TABLE);
-		th(out, ccols, 3);
+		th(out, ccols, 3, "ll");
+		if (r->nchecks == 0)
+			none_row(out, 3);
 		for (size_t i = 0; i < r->nchecks; i++) {
 			fputs("<tr>", out);
 			td_text(out, r->checks[i].verdict);
@@ -379,7 +391,9 @@ static void extra_tables(const struct report *r, FILE *out, size_t top)
 	}
 	fprintf(out, "<h2>Top senders%s</h2>\n<table %s>\n", r->senders_exact ? "" : " (approximate)",
 		TABLE);
-	th(out, scols, 4);
+	th(out, scols, 4, "l");
+	if (r->nsenders == 0)
+		none_row(out, 4);
 	for (size_t i = 0; i < r->nsenders && i < top; i++) {
 		fputs("<tr>", out);
 		td_text(out, r->senders[i].name);
@@ -388,7 +402,7 @@ static void extra_tables(const struct report *r, FILE *out, size_t top)
 		fputs("</tr>\n", out);
 	}
 	fprintf(out, "</table>\n<h2>Message sizes (octets)</h2>\n<table %s>\n", TABLE);
-	th(out, zcols, 3);
+	th(out, zcols, 3, "");
 	for (size_t b = 0; b < RPT_SIZE_NBUCKETS; b++) {
 		if (r->sizes.count[b] == 0)
 			continue;
@@ -415,13 +429,15 @@ static void tables(const struct report *r, FILE *out, size_t top)
 	char b[3][16];
 
 	fprintf(out, "<h2>Totals</h2>\n<table %s>\n", TABLE);
-	th(out, tcols, 7);
+	th(out, tcols, 7, "");
 	fputs("<tr>", out);
 	td_num(out, c->received), td_num(out, c->recipients), td_num(out, c->bytes);
 	td_num(out, c->sent), td_num(out, c->deferred), td_num(out, c->bounced), td_num(out, c->expired);
 	fputs("</tr>\n</table>\n", out);
 	fprintf(out, "<h2>Relay peers</h2>\n<table %s>\n", TABLE);
-	th(out, pcols, 11);
+	th(out, pcols, 11, "l");
+	if (r->npeers == 0)
+		none_row(out, 11);
 	for (size_t i = 0; i < r->npeers; i++) {
 		const struct rpt_peer *p = &r->peers[i];
 
@@ -438,7 +454,9 @@ static void tables(const struct report *r, FILE *out, size_t top)
 	}
 	fprintf(out, "</table>\n<h2>Top recipient domains%s</h2>\n<table %s>\n",
 		r->domains_exact ? "" : " (approximate)", TABLE);
-	th(out, dcols, 6);
+	th(out, dcols, 6, "l");
+	if (r->ndomains == 0)
+		none_row(out, 6);
 	for (size_t i = 0; i < r->ndomains && i < top; i++) {
 		const struct rpt_domain *d = &r->domains[i];
 
@@ -449,7 +467,9 @@ static void tables(const struct report *r, FILE *out, size_t top)
 		fputs("</tr>\n", out);
 	}
 	fprintf(out, "</table>\n<h2>Deferral and bounce reasons</h2>\n<table %s>\n", TABLE);
-	th(out, rcols, 4);
+	th(out, rcols, 4, "llrl");
+	if (r->nreasons == 0)
+		none_row(out, 4);
 	for (size_t i = 0; i < r->nreasons; i++) {
 		fputs("<tr>", out);
 		td_text(out, r->reasons[i].status);
@@ -462,7 +482,7 @@ static void tables(const struct report *r, FILE *out, size_t top)
 	extra_tables(r, out, top);
 	if (r->have_queue) {
 		fprintf(out, "<h2>Queue now (recipients by age in minutes)</h2>\n<table %s>\n<tr>", TABLE);
-		fprintf(out, "<th %s>peer</th><th %s>total</th>", TH, TH);
+		fprintf(out, "<th %s>peer</th><th %s>total</th>", THL, TH);
 		for (size_t i = 0; i < QSHAPE_NBOUNDS; i++)
 			fprintf(out, "<th %s>&lt;%u</th>", TH, qshape_bounds[i]);
 		fprintf(out, "<th %s>%u+</th></tr>\n", TH, qshape_bounds[QSHAPE_NBOUNDS - 1]);

@@ -179,6 +179,7 @@ static void put_extra(json_t *o, const struct report *r)
 int report_json(const struct report *r, FILE *out)
 {
 	json_t *o = json_object(), *a, *x;
+	char *text;
 	int rc;
 
 	json_object_set_new(o, "version", json_integer(REPORT_JSON_VERSION));
@@ -268,7 +269,10 @@ int report_json(const struct report *r, FILE *out)
 		json_object_set_new(q, "peers", a);
 		json_object_set_new(o, "queue", q);
 	}
-	rc = json_dumpf(o, out, JSON_INDENT(1) | JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER);
+	if ((text = json_dumps_short(o, JSON_INDENT(1) | JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER)) != NULL)
+		fputs(text, out);
+	rc = text != NULL ? 0 : -1;
+	free(text);
 	fputc('\n', out);
 	json_decref(o);
 	return rc;

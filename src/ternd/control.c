@@ -4,10 +4,12 @@
  * One line per request, one line per answer: "hold|release|delete|retry|
  * requeue|expire QID" answers "ok", "unchanged", "not found" or
  * "error: ..."; "ping" answers "ok"; "reset PEER" (close its breaker now)
- * "ok" or "not found". "peers" answers one line per relayed peer,
+ * "ok" or "not found". "peers" answers one line per configured peer,
  * tab-separated (name, breaker state, since, open until, connections
  * busy, idle, queued recipients, last error's time and text; times in
- * microseconds since the epoch, 0 for none), then a line ".". "storage"
+ * microseconds since the epoch, 0 for none), then a line "."; a peer
+ * that is not relayed (no host) has the state "parked" and only its
+ * queued recipients. "storage"
  * answers the storage state (storage_describe).
  * Queue changes go through the committer like everything else that writes.
  *
@@ -58,6 +60,7 @@
 #define CONTROL_GROUPS_MAX 65536	/* NGROUPS_MAX of Linux */
 
 static int control_fd = -1;
+static char control_path[512];
 static pthread_mutex_t clients_lock = PTHREAD_MUTEX_INITIALIZER;
 static int nclients;
 
@@ -77,16 +80,23 @@ struct peer_lines {
 
 static int control_send(int fd, const char *text, long long deadline);
 
-/* peer_line - a peer's line; its error text cannot add a field or a line */
-static void peer_line(const struct peer_view *v, void *arg)
+/* peer_line_add - a new line in pl for the peer name */
+static struct peer_line *peer_line_add(struct peer_lines *pl, const char *name)
 {
-	static const char *const states[] = {"closed", "open", "half-open"};
-	struct peer_lines *pl = arg;
 	struct peer_line *l;
 
 	pl->line = xgrowarray(pl->line, &pl->cap, pl->n + 1, sizeof(*pl->line));
 	l = &pl->line[pl->n++];
-	snprintf(l->name, sizeof(l->name), "%s", v->name);
+	snprintf(l->name, sizeof(l->name), "%s", name);
+	return l;
+}
+
+/* peer_line - a peer's line; its error text cannot add a field or a line */
+static void peer_line(const struct peer_view *v, void *arg)
+{
+	static const char *const states[] = {"closed", "open", "half-open"};
+	struct peer_line *l = peer_line_add(arg, v->name);
+
 	snprintf(l->head, sizeof(l->head), "%s\t%s\t%llu\t%llu\t%d\t%d", v->name, states[v->state],
 		 (unsigned long long)v->since, (unsigned long long)v->open_until, v->busy, v->idle);
 	snprintf(l->tail, sizeof(l->tail), "%llu\t%s", (unsigned long long)v->last_error_at,
@@ -96,13 +106,40 @@ static void peer_line(const struct peer_view *v, void *arg)
 			*p = ' ';
 }
 
-/* control_peers - answer "peers": a line per relayed peer, then "." */
+/* peer_listed - whether name has a line in pl already */
+static int peer_listed(const struct peer_lines *pl, const char *name)
+{
+	for (size_t i = 0; i < pl->n; i++)
+		if (strcmp(pl->line[i].name, name) == 0)
+			return 1;
+	return 0;
+}
+
+/* peer_parked - lines for the configured peers that are not relayed (no
+ * host: their mail stays queued), so that they are counted like others */
+static void peer_parked(struct peer_lines *pl)
+{
+	const struct conf *conf = ternd_conf();
+
+	for (size_t i = 0; i < conf->npeers; i++) {
+		struct peer_line *l;
+
+		if (peer_listed(pl, conf->peers[i].name))
+			continue;
+		l = peer_line_add(pl, conf->peers[i].name);
+		snprintf(l->head, sizeof(l->head), "%s\tparked\t0\t0\t0\t0", l->name);
+		snprintf(l->tail, sizeof(l->tail), "0\t");
+	}
+}
+
+/* control_peers - answer "peers": a line per configured peer, then "." */
 static int control_peers(int fd)
 {
 	struct peer_lines pl = {0};
 	int rc = 0;
 
 	relay_peers(peer_line, &pl);
+	peer_parked(&pl);
 	for (size_t i = 0; i < pl.n && rc == 0; i++) {
 		char line[600];
 
@@ -387,14 +424,23 @@ static void *control_loop(void *arg)
  * who may use it is ternd.uid and admin_group, looked up in main.c */
 void control_setup(void)
 {
-	char path[512], spec[520], err[600];
+	char spec[520], err[600];
 	int is_unix;
 
-	snprintf(spec, sizeof(spec), "unix:%s", conf_control_socket(ternd.conf, path, sizeof(path)));
+	snprintf(spec, sizeof(spec), "unix:%s",
+		 conf_control_socket(ternd.conf, control_path, sizeof(control_path)));
 	/* 0600, or 0660 to admin_group; the peer is checked all the same */
 	if ((control_fd = listen_open(spec, ternd.uid, ternd.admin ? ternd.admin_gid : ternd.gid,
 				      ternd.admin ? 0660 : 0600, &is_unix, err, sizeof(err))) < 0)
 		log_fatal("cannot open the control socket: %s", err);
+}
+
+/* control_remove - a clean stop: remove the control socket's file (its
+ * thread may go on serving who is connected) */
+void control_remove(void)
+{
+	if (control_path[0] && unlink(control_path) < 0 && errno != ENOENT)
+		log_warning("%s: cannot remove the socket: %s", control_path, strerror(errno));
 }
 
 /* control_start - serve the control socket */

@@ -11,5 +11,6 @@
 
 void control_setup(void);
 void control_start(void);
+void control_remove(void);
 
 #endif

@@ -274,13 +274,17 @@ void listen_start(void)
 }
 
 /* listen_stop - stop accepting; sessions in progress go on. A new client
- * is refused at once (shutdown); the descriptor stays open until exit,
- * as fiber_unwatch wants. */
+ * is refused at once (shutdown), and a unix socket's file is removed, so
+ * that a stopped ternd leaves none behind (a connect finds no file); the
+ * descriptor stays open until exit, as fiber_unwatch wants. */
 void listen_stop(void)
 {
 	for (int i = 0; i < nlisteners; i++) {
 		fiber_unwatch(listeners[i].fd);
 		shutdown(listeners[i].fd, SHUT_RDWR);
+		if (listeners[i].unix_socket && unlink(listeners[i].name + 5) < 0 && errno != ENOENT)
+			log_warning("%s: cannot remove the socket: %s", listeners[i].name + 5,
+				    strerror(errno));
 	}
 	nlisteners = 0;
 }

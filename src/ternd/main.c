@@ -33,6 +33,7 @@
 #include "log.h"
 #include "metrics_std.h"
 #include "notify.h"
+#include "pidfile.h"
 #include "privs.h"
 #include "recover.h"
 #include "relay.h"
@@ -56,29 +57,24 @@ static struct conf **retired;
 static size_t nretired;
 
 static int pid_fd = -1;
+static char pid_path[512];
 
 /* lock_pid_file - one ternd per run directory: lock RUN_DIR/ternd.pid,
  * opened as the tern user (RUN_DIR is its), a regular file with one name */
 static void lock_pid_file(void)
 {
-	char path[512], pid[32] = "", err[600];
+	char err[600];
 	struct privs_fs fs;
-	ssize_t n;
 
-	snprintf(path, sizeof(path), "%s/ternd.pid", ternd.conf->global.run_dir);
+	snprintf(pid_path, sizeof(pid_path), "%s/ternd.pid", ternd.conf->global.run_dir);
 	if (privs_fs_enter(&fs, ternd.uid, ternd.gid, 022) < 0)
-		log_fatal("%s: cannot take the tern user's identity: %s", path, strerror(errno));
-	pid_fd = privs_open_file(path, O_RDWR | O_CREAT, 0644, err, sizeof(err));
+		log_fatal("%s: cannot take the tern user's identity: %s", pid_path, strerror(errno));
+	pid_fd = pidfile_lock(pid_path, err, sizeof(err));
 	privs_fs_leave(&fs);
+	if (pid_fd < 0 && errno == EWOULDBLOCK)
+		log_fatal_status(1, "another ternd is running (%s)", err);
 	if (pid_fd < 0)
 		log_fatal("pid file %s", err);
-	if (flock(pid_fd, LOCK_EX | LOCK_NB) < 0) {
-		n = read(pid_fd, pid, sizeof(pid) - 1);
-		pid[n > 0 ? n : 0] = '\0';
-		pid[strcspn(pid, "\n")] = '\0';
-		log_fatal_status(1, "another ternd is running (pid %s, %s is locked)",
-				 pid[0] ? pid : "unknown", path);
-	}
 }
 
 /* own_dirs - STATE_DIR and SPOOL_DIR (privs_own_queue_dir); RUN_DIR
@@ -104,10 +100,7 @@ static void own_dirs(const struct conf_global *g)
 /* write_pid - our pid into the locked pid file (after detaching) */
 static void write_pid(void)
 {
-	char buf[32];
-	int n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
-
-	if (ftruncate(pid_fd, 0) < 0 || pwrite(pid_fd, buf, (size_t)n, 0) != n)
+	if (pidfile_write(pid_fd) < 0)
 		log_warning("cannot write the pid file: %s", strerror(errno));
 }
 
@@ -218,7 +211,7 @@ int main(int argc, char **argv)
 	const struct conf_global *g;
 	char err[1024];
 	sigset_t set;
-	int ch, sig;
+	int ch, sig, left;
 
 	closefrom(3);	/* what the caller left open is not ours: ternd(8) */
 	log_init(argv[0], "ternd");
@@ -238,7 +231,7 @@ int main(int argc, char **argv)
 	ternd.conf = cli_load_conf(&cli);
 	g = &ternd.conf->global;
 	log_open(g->syslog_name, 1, cli.verbose);
-	if (g->log_file[0] && log_file_open(g->log_file, err, sizeof(err)) < 0)
+	if (g->log_file[0] && log_file_open(g->log_file, g->user, err, sizeof(err)) < 0)
 		log_fatal("%s", err);
 	ternd.hostname = conf_hostname(ternd.conf);
 	conf_route_check(ternd.conf, route_warning, NULL);
@@ -353,7 +346,11 @@ int main(int argc, char **argv)
 		break;
 	}
 	notify_stopping();
-	if (drain() > 0) {
+	left = drain();
+	/* a clean stop leaves nothing in RUN_DIR (the sockets went in drain) */
+	control_remove();
+	pidfile_remove(pid_path, &pid_fd);
+	if (left > 0) {
 		/* Sessions still run: exit without freeing what they use. */
 		log_info("stopped");
 		_exit(0);

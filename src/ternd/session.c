@@ -195,6 +195,13 @@ static int fill(struct session *s, long long timeout_ms)
 		}
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n == 0 && !s->in_mail && s->in_pos == s->in_len) {
+			/* A close between transactions, no command begun: the
+			 * end of a session as Postfix's LMTP connection cache
+			 * ends it (no QUIT). Nothing was lost: nothing logged. */
+			s->state = S_QUIT;
+			return 0;
+		}
 		if (n <= 0) {
 			session_fail(s, NULL, NULL, "lost connection");
 			return 0;

@@ -32,6 +32,7 @@
 #include "cli.h"
 #include "control_client.h"
 #include "clock.h"
+#include "json_text.h"
 #include "log.h"
 #include "privs.h"
 #include "qshape.h"
@@ -197,7 +198,7 @@ static json_t *msg_json(const struct q_msg *m, const struct q_rcpt *r, size_t n,
 /* print_json - one JSON object on one line */
 void print_json(json_t *o)
 {
-	char *s = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
+	char *s = json_dumps_short(o, JSON_COMPACT | JSON_ENSURE_ASCII);
 
 	puts(s);
 	free(s);
@@ -247,6 +248,9 @@ static int list_one(const struct q_msg *m, const struct q_rcpt *r, size_t n, voi
 
 	if (!selected(q, m, r, n))
 		return 0;
+	if (q->total_msgs == 0 && !q->json)	/* the heading, above the first message only */
+		printf("%-14s %8s %-29s  %s\n", "-Queue ID-", "--Size--", "---------Arrival Time--------",
+		       "-Sender/Recipient-------");
 	q->total_msgs++;
 	q->total_bytes += m->size;
 	if (q->json) {
@@ -267,13 +271,11 @@ static int list_one(const struct q_msg *m, const struct q_rcpt *r, size_t n, voi
 	return 0;
 }
 
-/* cmd_list - the queue, like mailq (its columns; the arrival time is
- * ours: with milliseconds and the offset, as every time ternq prints) */
+/* cmd_list - the queue, like mailq (its columns, the heading only above
+ * a message; the arrival time is ours: with milliseconds and the offset,
+ * as every time ternq prints) */
 static int cmd_list(struct ternq *q)
 {
-	if (!q->json)
-		printf("%-14s %8s %-29s  %s\n", "-Queue ID-", "--Size--", "---------Arrival Time--------",
-		       "-Sender/Recipient-------");
 	if (store_foreach(q->store, list_one, q) < 0) {
 		fprintf(stderr, "ternq: cannot read the queue\n");
 		return EXIT_USAGE;
@@ -603,8 +605,11 @@ static void peer_print(const struct ternq *q, char **f)
 
 		json_object_set_new(o, "peer", json_text(f[0]));
 		json_object_set_new(o, "breaker", json_text(f[1]));
-		json_object_set_new(o, "breaker_since", json_integer((json_int_t)(t_since / 1000000)));
-		json_object_set_new(o, "breaker_since_iso", json_text(timefmt_iso(t_since, q->utc, since, sizeof(since))));
+		if (t_since) {	/* none for a parked peer */
+			json_object_set_new(o, "breaker_since", json_integer((json_int_t)(t_since / 1000000)));
+			json_object_set_new(o, "breaker_since_iso",
+					    json_text(timefmt_iso(t_since, q->utc, since, sizeof(since))));
+		}
 		if (t_until) {
 			json_object_set_new(o, "open_until", json_integer((json_int_t)(t_until / 1000000)));
 			json_object_set_new(o, "open_until_iso",
@@ -622,7 +627,10 @@ static void peer_print(const struct ternq *q, char **f)
 		print_json(o);
 		return;
 	}
-	timefmt_human(t_since, q->utc, TIMEFMT_MS, since, sizeof(since));
+	if (t_since)
+		timefmt_human(t_since, q->utc, TIMEFMT_MS, since, sizeof(since));
+	else
+		snprintf(since, sizeof(since), "-");
 	textesc_line(stdout, "%-20s %-9s %-29s %4s %4s %8s  %s", f[0], f[1], since, f[4], f[5], f[6],
 		     t_err ? f[8] : "-");
 	if (t_until)
@@ -633,8 +641,9 @@ static void peer_print(const struct ternq *q, char **f)
 			     timefmt_human(t_err, q->utc, TIMEFMT_MS, errat, sizeof(errat)));
 }
 
-/* cmd_peers - each relayed peer of the running ternd: breaker state and
- * since when, connections busy and idle, queued recipients, last error;
+/* cmd_peers - each configured peer of the running ternd: breaker state
+ * (or "parked": no host) and since when, connections busy and idle,
+ * queued recipients, last error;
  * or, with "reset NAME", close that peer's breaker now */
 static int cmd_peers(struct ternq *q, char **args, int nargs)
 {
@@ -708,7 +717,7 @@ static int cmd_peers(struct ternq *q, char **args, int nargs)
 	}
 	close(fd);
 	if (rc == 0 && n == 0 && !q->json)
-		printf("No relayed peers\n");
+		printf("No peers\n");
 	return rc;
 }
 

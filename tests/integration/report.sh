@@ -10,8 +10,9 @@
 #   - html: well-formed (xmllint), two inline SVG charts, no scripts; the
 #     host name in the title; in headless Chromium at 800 and 1600 px the
 #     charts fill the width and every chart text lies inside its chart
-#     (report_layout.js, injected into a copy); screenshots kept in the
-#     test's directory
+#     (report_layout.js, injected into a copy), each column's header is
+#     aligned as its cells, and an empty table (a window before the run)
+#     has a row that says so; screenshots kept in the test's directory
 #   - the new sections: top senders, message sizes; no milter journal
 #     here, so no milter section
 #   - csv: each --table has its header and its number of rows
@@ -223,8 +224,14 @@ layout() {
 # it at 1600 px until the x labels moved 4 units down).
 edge=$(( ($(date +%s) / 86400) * 86400 - 1200 ))
 rpt --format html --utc --from "@$edge" --to "@$((edge + 86400))" --output "$top/edge.html"
+# A window before the run: every table is empty
+rpt --format html --utc --from "@$((start - 2 * 86400))" --to "@$((start - 86400))" --output "$top/empty.html"
+tap_is "html of an empty window: each empty table says so" \
+	"$(grep -c '<td [^>]*colspan="[0-9]*"[^>]*>none in this window</td>' "$top/empty.html")" 4
 if command -v chromium >/dev/null; then
 	for w in 800 1600; do
+		tap_like "html at $w px, an empty window: each table has a row, headers aligned as cells" \
+			"$(layout "$w" empty)" '^LAYOUT-OK [0-9]+$'
 		tap_like "html at $w px in Chromium: charts fill the width, no text outside its chart" \
 			"$(layout "$w" r)" '^LAYOUT-OK [0-9]+$'
 		tap_like "html at $w px, a window starting 20 min before a tick: no label overlaps" \
@@ -232,6 +239,7 @@ if command -v chromium >/dev/null; then
 	done
 else
 	for w in 800 1600; do
+		tap_skip "html at $w px, an empty window" "chromium not installed"
 		tap_skip "html at $w px in Chromium" "chromium not installed"
 		tap_skip "html at $w px, a window starting 20 min before a tick" "chromium not installed"
 	done

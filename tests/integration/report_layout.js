@@ -1,7 +1,9 @@
 // report_layout.js - injected by report.sh into a copy of tern-report's
 // HTML: checks, after layout, that every chart fills the page's width,
 // that every <text> of every chart lies inside its chart and the viewport,
-// that tick labels do not overlap, and that text is at least 9 px tall.
+// that tick labels do not overlap, and that text is at least 9 px tall;
+// and that every table has a row below its header (an empty one says
+// so) and each column's header is aligned as its cells are.
 // Writes "LAYOUT-OK n" or "LAYOUT-BAD what..." into document.title, which
 // the test reads with chromium --dump-dom.
 (function () {
@@ -39,5 +41,26 @@
 	}
 	if (svgs.length == 0)
 		bad.push("no charts");
+	var tables = document.querySelectorAll("table");
+	for (var i = 0; i < tables.length; i++) {
+		var rows = tables[i].rows, head = rows.length ? rows[0].cells : [];
+		var h2 = tables[i].previousElementSibling;
+		var name = h2 && h2.tagName == "H2" ? h2.textContent : "table" + i;
+		if (rows.length < 2)
+			bad.push("'" + name + "': a header and nothing below it");
+		for (var c = 0; c < head.length; c++) {
+			var ha = getComputedStyle(head[c]).textAlign;
+			for (var r = 1; r < rows.length; r++) {
+				if (rows[r].cells.length != head.length)
+					continue;	/* a row of its own, such as "none" */
+				var ca = getComputedStyle(rows[r].cells[c]).textAlign;
+				if (ha != ca) {
+					bad.push("'" + name + "' column '" + head[c].textContent + "': header " +
+						 ha + ", cells " + ca);
+					break;
+				}
+			}
+		}
+	}
 	document.title = bad.length ? "LAYOUT-BAD " + bad.join("; ") : "LAYOUT-OK " + n;
 })();

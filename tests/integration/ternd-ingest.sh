@@ -162,6 +162,23 @@ tap_is "ternq show: LMTP message with both recipients" \
 	"$(ternq_ show "$lqid" --json | python3 -c 'import json,sys; m=json.load(sys.stdin); print(m["protocol"], sorted(r["address"] for r in m["recipients"]))')" \
 	"LMTP ['x1@example.com', 'x2@example.net']"
 
+# --- a close between transactions, as Postfix's LMTP connection cache does -------
+# One client delivers a message, sends RSET and closes without QUIT; then
+# another closes after MAIL: only the second lost anything, and only it
+# is logged, with its queue id (its line, waited for, comes after the
+# first close).
+printf '%s\n' '<<' '> LHLO x\r\n' '<' '> MAIL FROM:<a@example.org>\r\n' '<' '> RCPT TO:<idle@example.com>\r\n' \
+	'<' '> DATA\r\n' '<' '> Subject: idle\r\n\r\nhi\r\n.\r\n' '<' '> RSET\r\n' '<' >"$top/idle.chat"
+printf '%s\n' '<<' '> LHLO x\r\n' '<' '> MAIL FROM:<a@example.org>\r\n' '<' >"$top/cut.chat"
+lost0=$(grep -c 'lost connection' "$TERND_LOG")
+python3 "$chat" "unix:$TERND_LMTP" "$top/idle.chat" >/dev/null
+python3 "$chat" "unix:$TERND_LMTP" "$top/cut.chat" >/dev/null
+_lost_more() { [ "$(grep -c 'lost connection' "$TERND_LOG")" -gt "$lost0" ]; }
+wait_until 10 _lost_more
+tap_is "LMTP: a close between transactions logs nothing; one after MAIL logs its queue id" \
+	"$(grep 'lost connection' "$TERND_LOG" | tail -n +$((lost0 + 1)) | grep -oE '(NOQUEUE|[0-9A-Z]{13}): lost connection.*' \
+		| sed -E 's/^[0-9A-Z]{13}:/QID:/')" "QID: lost connection from local"
+
 # --- smtp-source into the SMTP listener -----------------------------------------
 before=$(ternq_ list --json | wc -l)
 smtp-source -s 2 -m 200 -l 2048 -f src@example.org -t dst@example.com "127.0.0.1:$TERND_PORT" >"$top/source.log" 2>&1

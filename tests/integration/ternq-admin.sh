@@ -4,7 +4,8 @@
 #   1. ternq peers shows a peer whose connections are refused with its
 #      breaker open and the last error; retry ALL cannot move its mail
 #      while the breaker is open; ternq peers reset NAME closes it (logged
-#      with the uid), and then retry ALL delivers to the peer come back
+#      with the uid), and then retry ALL delivers to the peer come back;
+#      a peer without a host is shown "parked" with its queued recipients
 #   2. requeue (postsuper -r) routes again by the current [routes] after a
 #      SIGHUP and schedules now, with selectors: exact counts, the others
 #      untouched
@@ -72,10 +73,12 @@ tap_like "1: ... with the connection's error" "$(peer_field down last_error)" "r
 tap_is "1: ... and its queued recipient" "$(peer_field down queued_recipients)" 1
 tap_is "1: ok's breaker is closed, nothing queued" \
 	"$(peer_field ok breaker) $(peer_field ok queued_recipients)" "closed 0"
-tap_is "1: park (no host) is not a relayed peer" "$(peer_field park breaker)" ""
+tap_is "1: park (no host) is shown parked, nothing queued" \
+	"$(peer_field park breaker) $(peer_field park queued_recipients) $(peer_field park breaker_since)" \
+	"parked 0 -"
 ternq_ peers >"$top/peers.txt"
 tap_is "1: ternq peers: the table, one line per peer plus the heading" \
-	"$(grep -cE '^(-Peer-|down|ok) ' "$top/peers.txt")" 3
+	"$(grep -cE '^(-Peer-|down|ok|park) ' "$top/peers.txt")" 4
 tap_like "1: ... down's line" "$(grep '^down ' "$top/peers.txt")" \
 	'^down +open +[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:.]+ [-+][0-9]{4} +0 +0 +1  .*refused'
 tap_like "1: ... and when it opens again" "$(cat "$top/peers.txt")" "open until [0-9]{4}-"
@@ -103,6 +106,8 @@ p2=$(send p2 s2@x.org u2@park2.test)
 p3=$(send p3 s1@x.org u3@park.test,u4@park2.test)
 wait_until 5 queued "$p3"
 tap_is "2: three messages parked" "$(ids --peer park)" "$(sorted "$p1" "$p2" "$p3")"
+tap_is "2: ternq peers: park, parked, with its 4 queued recipients" \
+	"$(ternq_ peers | grep '^park ' | tr -s ' ')" "park parked - 0 0 4 -"
 tap_is "2: requeue ALL before the routes change: routed as before, due already" \
 	"$(run requeue ALL)" "0:ternq: requeue: 0 messages (3 unchanged)"
 TERND_PEERS=$(peers "down.test = down" "park2.test = park" "park.test = ok")

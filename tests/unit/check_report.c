@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "json_text.h"
 #include "report.h"
 #include "store.h"
 #include "tmpstore.h"
@@ -486,6 +487,71 @@ START_TEST(test_merge)
 }
 END_TEST
 
+/* JSON numbers: the fewest digits that read back as the same double, not
+ * jansson's 17 ("0.33333333333333331"), in tern-report's JSON */
+START_TEST(test_json_numbers)
+{
+	struct report r;
+	struct hist_rec h[3] = {
+		attempt(DAY0 + 60, "AAAA", 0, "a@x.example", "relay", RCPT_SENT, 1, HIST_TLS_RESUMED, 20,
+			"2.0.0", "250 ok"),
+		attempt(DAY0 + 61, "BBBB", 0, "b@x.example", "relay", RCPT_SENT, 2, HIST_TLS_RESUMED, 20,
+			"2.0.0", "250 ok"),
+		attempt(DAY0 + 9000, "CCCC", 0, "c@x.example", "relay", RCPT_SENT, 1, HIST_TLS_FULL, 20,
+			"2.0.0", "250 ok"),
+	};
+	char *json;
+	size_t len;
+
+	new_report(&r);
+	for (size_t i = 0; i < 3; i++)
+		report_add(&h[i], &r);
+	report_finish(&r);
+	ck_assert_uint_eq(r.peers[0].transactions, 3);
+	ck_assert_uint_eq(r.peers[0].reused, 1);
+	json = to_json(&r, &len);
+	ck_assert_ptr_nonnull(strstr(json, "\"reuse_ratio\": 0.3333333333333333,\n"));
+	ck_assert_ptr_nonnull(strstr(json, "\"tls_resumption_ratio\": 0.5"));
+	free(json);
+	report_free(&r);
+}
+END_TEST
+
+/* json_real_shortest and json_dumps_short: each real with its fewest
+ * round-trip digits; a string holding the placeholder's octet (or its
+ * escape's text) is left as it was */
+static const struct {
+	double x;
+	const char *text;
+} shortest[] = {
+	{0.1, "0.1"}, {0.5, "0.5"}, {1.0 / 3, "0.3333333333333333"}, {2.0 / 3, "0.6666666666666666"},
+	{1765065600.123456, "1765065600.123456"}, {0.0012, "0.0012"}, {0, "0"}, {1e-7, "1e-07"},
+	{1e21, "1e+21"}, {123456789012345680.0, "1.2345678901234568e+17"}, {5e-324, "5e-324"},
+};
+
+START_TEST(test_json_shortest)
+{
+	char buf[40], *s;
+	json_t *o;
+
+	for (size_t i = 0; i < sizeof(shortest) / sizeof(shortest[0]); i++) {
+		json_real_shortest(shortest[i].x, buf, sizeof(buf));
+		ck_assert_str_eq(buf, shortest[i].text);
+		ck_assert(strtod(buf, NULL) == shortest[i].x);
+	}
+	o = json_pack("{s:f, s:[f, i, s], s:s}", "a", 0.1, "b", 1.0 / 3, 7, "\\u0001x", "c", "0.1");
+	s = json_dumps_short(o, JSON_COMPACT);
+	ck_assert_str_eq(s, "{\"a\":0.1,\"b\":[0.3333333333333333,7,\"\\\\u0001x\"],\"c\":\"0.1\"}");
+	free(s);
+	json_object_set_new(o, "d", json_string("\x01" "2"));
+	s = json_dumps_short(o, JSON_COMPACT);	/* the placeholder's octet: jansson's form */
+	ck_assert_ptr_nonnull(strstr(s, "\"a\":0.10000000000000001"));
+	ck_assert_ptr_nonnull(strstr(s, "\"d\":\"\\u00012\""));
+	free(s);
+	json_decref(o);
+}
+END_TEST
+
 static const char *const bad_json[] = {
 	"",
 	"[]",
@@ -880,6 +946,8 @@ int main(void)
 	tcase_add_loop_test(tc, test_bucket, 0, N_ELEMENTS(buckets));
 	tcase_add_test(tc, test_percentile);
 	tcase_add_test(tc, test_aggregate);
+	tcase_add_test(tc, test_json_numbers);
+	tcase_add_test(tc, test_json_shortest);
 	tcase_add_test(tc, test_window);
 	tcase_add_test(tc, test_caps);
 	tcase_add_test(tc, test_space_saving);
