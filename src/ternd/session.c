@@ -1,10 +1,14 @@
 /*
  * session - one inbound SMTP or LMTP session, as a fiber (fiber.c).
  *
- * Reads commands with an absolute deadline (deadline.h: command_timeout
- * or data_timeout counted from the start of each read, never restarted
- * by a partial one or a signal; replies flushed within command_timeout),
- * answers them (replies are batched and
+ * Reads with deadlines as Postfix 3.7's smtpd_per_request_deadline and
+ * smtpd_min_data_rate do (struct rdeadline): a whole command line must
+ * arrive within command_timeout of ternd's first wait for it, a DATA
+ * content or a BDAT chunk within data_timeout plus one second for every
+ * min_data_rate octets received; a partial read or a signal never
+ * restarts the clock, so a client that trickles its input holds a
+ * session no longer than that (replies are flushed within
+ * command_timeout). It answers the commands (replies are batched and
  * flushed when the client has nothing more buffered, as RFC 2920 wants),
  * receives the content through smtp_data (DATA or BDAT) into memory, or
  * into a spool file of its own once it is large, and hands the finished
@@ -17,6 +21,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -86,6 +91,18 @@ struct session {
 	char received[RECEIVED_MAX];
 	size_t received_len;
 	crypto_generichash_state hash;
+};
+
+/* A read deadline for one command line or one content phase (DATA,
+ * a BDAT chunk): it starts at the first wait for input, and then only
+ * the octets received move it, each by 1/rate seconds (Postfix's
+ * smtpd_min_data_rate); 0 rate: never moved. */
+struct rdeadline {
+	const char *what;		/* for the log: "a command line", "DATA content" */
+	long long timeout;		/* ms, from the first wait */
+	long long base;			/* first wait + timeout (deadline.h), 0: not waited yet */
+	unsigned long long rate;	/* octets a second that earn a second */
+	unsigned long long octets;	/* received since the first wait */
 };
 
 static void flush(struct session *s);
@@ -166,10 +183,30 @@ static void error_reply(struct session *s, const char *text)
 	}
 }
 
-/* fill - read more input, waiting up to timeout_ms in all; 0 on EOF/error */
-static int fill(struct session *s, long long timeout_ms)
+/* rdeadline_start - a deadline for what, of timeout ms extended at rate
+ * octets a second (0: not extended) */
+static struct rdeadline rdeadline_start(const char *what, long long timeout, long long rate)
 {
-	long long deadline = deadline_after(timeout_ms);
+	struct rdeadline d = {what, timeout, 0, (unsigned long long)rate, 0};
+
+	return d;
+}
+
+/* rdeadline_at - the deadline now: base plus what the octets earned */
+static long long rdeadline_at(const struct rdeadline *d)
+{
+	unsigned long long earned;
+
+	if (d->rate == 0)
+		return d->base;
+	earned = d->octets / d->rate * 1000 + d->octets % d->rate * 1000 / d->rate;
+	return earned > (unsigned long long)LLONG_MAX - (unsigned long long)d->base
+		? LLONG_MAX : d->base + (long long)earned;
+}
+
+/* fill - read more input before d's deadline; 0 on EOF/error/timeout */
+static int fill(struct session *s, struct rdeadline *d)
+{
 	ssize_t n;
 
 	if (s->in_pos == s->in_len)
@@ -183,12 +220,18 @@ static int fill(struct session *s, long long timeout_ms)
 		flush(s);	/* the client is waiting for us */
 	if (s->state == S_FAIL)
 		return 0;
+	if (d->base == 0)
+		d->base = deadline_after(d->timeout);	/* after the flush: the client has its reply */
 	for (;;) {
 		/* Read first: under load the data is usually there already. */
 		n = recv(s->fd, s->in + s->in_len, sizeof(s->in) - s->in_len, MSG_DONTWAIT);
 		if (n < 0 && errno == EAGAIN) {
-			if (fiber_wait(s->fd, POLLIN, deadline) < 0) {
-				session_fail(s, "4.4.2", "timeout exceeded", "timeout");
+			if (fiber_wait(s->fd, POLLIN, rdeadline_at(d)) < 0) {
+				char why[128];
+
+				snprintf(why, sizeof(why), "timeout after %s (%llu octets in %lld ms)",
+					 d->what, d->octets, ms_now() - (d->base - d->timeout));
+				session_fail(s, "4.4.2", "timeout exceeded", why);
 				return 0;
 			}
 			continue;
@@ -200,6 +243,7 @@ static int fill(struct session *s, long long timeout_ms)
 			return 0;
 		}
 		s->in_len += (size_t)n;
+		d->octets += (unsigned long long)n;
 		return 1;
 	}
 }
@@ -208,6 +252,7 @@ static int fill(struct session *s, long long timeout_ms)
 static char *read_line(struct session *s, size_t *len)
 {
 	int toolong = 0;
+	struct rdeadline d = rdeadline_start("a command line", s->conf->ternd.command_timeout, 0);
 
 	for (;;) {
 		char *start = s->in + s->in_pos;
@@ -229,7 +274,7 @@ static char *read_line(struct session *s, size_t *len)
 			toolong = 1;	/* discard up to the newline */
 			s->in_pos = s->in_len;
 		}
-		if (!fill(s, s->conf->ternd.command_timeout))
+		if (!fill(s, &d))
 			return NULL;
 	}
 }
@@ -731,9 +776,17 @@ static int data_ready(struct session *s, int bdat)
 	return 1;
 }
 
+/* content_deadline - the read deadline of a DATA content or a BDAT chunk */
+static struct rdeadline content_deadline(const struct session *s, const char *what)
+{
+	return rdeadline_start(what, s->conf->ternd.data_timeout, s->conf->ternd.min_data_rate);
+}
+
 /* do_data - DATA: read the content up to CRLF.CRLF */
 static void do_data(struct session *s)
 {
+	struct rdeadline d = content_deadline(s, "DATA content");
+
 	if (!data_ready(s, 0))
 		return;
 	content_start(s);
@@ -745,7 +798,7 @@ static void do_data(struct session *s)
 		s->in_pos += used;
 		if (end)
 			break;
-		if (!fill(s, s->conf->ternd.data_timeout)) {
+		if (!fill(s, &d)) {
 			txn_reset(s);
 			return;
 		}
@@ -757,6 +810,7 @@ static void do_data(struct session *s)
 static void do_bdat(struct session *s, const struct smtp_cmd *cmd)
 {
 	unsigned long long left = cmd->chunk;
+	struct rdeadline d = content_deadline(s, "a BDAT chunk");
 	int ready = data_ready(s, 1);
 
 	if (ready && !s->bdat) {
@@ -767,7 +821,7 @@ static void do_bdat(struct session *s, const struct smtp_cmd *cmd)
 		size_t avail = s->in_len - s->in_pos, used;
 
 		if (avail == 0) {
-			if (!fill(s, s->conf->ternd.data_timeout)) {
+			if (!fill(s, &d)) {
 				txn_reset(s);
 				return;
 			}
