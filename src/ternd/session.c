@@ -79,6 +79,7 @@ struct session {
 	struct q_rcpt *rcpts;
 	size_t nrcpts, rcpt_cap;
 	int bdat;			/* BDAT chunks have been received */
+	unsigned long long bdat_total;	/* octets the BDAT chunks so far declared */
 	struct smtp_data *reader;
 	/* the content */
 	char *body;
@@ -302,6 +303,7 @@ static void txn_reset(struct session *s)
 	s->nrcpts = 0;
 	s->in_mail = 0;
 	s->bdat = 0;
+	s->bdat_total = 0;
 	s->body_len = s->peek_len = s->received_len = 0;
 	s->own_len = 0;
 	s->own_failed = 0;
@@ -806,13 +808,57 @@ static void do_data(struct session *s)
 	content_end(s);
 }
 
+/* linger - the session failed with its replies sent: stop writing and
+ * throw away what the client still sends, until it closes or for a
+ * second at most, so that closing with unread input (a TCP reset) does
+ * not destroy the replies before the client reads them */
+static void linger(struct session *s)
+{
+	long long deadline = deadline_after(1000);
+	char junk[4096];
+
+	shutdown(s->fd, SHUT_WR);
+	while (fiber_wait(s->fd, POLLIN, deadline) == 0) {
+		ssize_t n = recv(s->fd, junk, sizeof(junk), MSG_DONTWAIT);
+
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			break;
+	}
+}
+
+/* bdat_too_big - a chunk that would take the declared total past
+ * message_size_limit: 552 5.3.4 at once, then close, as its octets
+ * (up to 2^64 - 1 of them) are not worth reading to find the next
+ * command */
+static int bdat_too_big(struct session *s, const struct smtp_cmd *cmd)
+{
+	unsigned long long limit = s->conf->ternd.message_size_limit;
+	char why[160];
+
+	if (limit == 0 || cmd->chunk <= limit - s->bdat_total)	/* bdat_total <= limit */
+		return 0;
+	if (s->in_mail && s->nrcpts && cmd->last)	/* LMTP: one per recipient */
+		reply_all(s, "552 5.3.4 Error: message size exceeds fixed limit");
+	else
+		reply(s, "552 5.3.4 Error: message size exceeds fixed limit");
+	snprintf(why, sizeof(why), "BDAT chunk of %llu octets after %llu past message_size_limit "
+		 "(%llu)", cmd->chunk, s->bdat_total, limit);
+	session_fail(s, "4.5.0", "the rest of that BDAT chunk is not read", why);
+	linger(s);
+	return 1;
+}
+
 /* do_bdat - BDAT n [LAST]: exactly n octets of content follow */
 static void do_bdat(struct session *s, const struct smtp_cmd *cmd)
 {
 	unsigned long long left = cmd->chunk;
 	struct rdeadline d = content_deadline(s, "a BDAT chunk");
-	int ready = data_ready(s, 1);
+	int ready;
 
+	if (bdat_too_big(s, cmd))
+		return;
+	if ((ready = data_ready(s, 1)))
+		s->bdat_total += cmd->chunk;
 	if (ready && !s->bdat) {
 		s->bdat = 1;
 		content_start(s);

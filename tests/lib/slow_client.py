@@ -25,16 +25,7 @@ import sys
 import threading
 import time
 
-
-def connect(target):
-    if target.startswith("unix:"):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(target[5:])
-    else:
-        host, port = target.rsplit(":", 1)
-        s = socket.create_connection((host, int(port)))
-    s.settimeout(10)
-    return s
+from smtp_chat import connect
 
 
 class Reader:
@@ -65,7 +56,7 @@ def unescape(text):
 
 
 def run(limit, target, rate, preamble, payload, out):
-    s = connect(target)
+    s = connect(target, None)
     r = Reader(s)
     r.reply()
     lines = [x for x in preamble.split(b"\n") if x]
