@@ -1,8 +1,11 @@
 /*
  * listen - ternd's listeners: accept LMTP and SMTP connections and give
  * each its own session, at most max_inbound_sessions at a time
- * (beyond: 421 4.3.2). Clients on inet listeners must come from
- * inbound_networks: ternd is never an open relay.
+ * (beyond: 421 4.3.2) and at most max_client_sessions from one client
+ * address (beyond: 421 4.7.0; clients.c counts them). Clients on inet
+ * listeners must come from inbound_networks: ternd is never an open
+ * relay. A refusal is warned about once a minute per listener and
+ * limit, with how many were held back: a flood never floods the log.
  *
  * The session loops (fiber.c) accept: whichever is free first takes a
  * new connection and runs its session as a fiber, so a connection costs
@@ -26,6 +29,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "clients.h"
 #include "clock.h"
 #include "fiber.h"
 #include "listen.h"
@@ -53,8 +57,11 @@ struct conn {
 	struct listener *l;
 	int fd;
 	int lmtp;
+	struct client_addr who;		/* counted for max_client_sessions (family 0: not) */
 	char client[80];
 };
+
+static struct clients clients;		/* under ternd.lock */
 
 /* listen_open - open one listener from "inet:HOST:PORT" or "unix:PATH";
  * a unix socket is made owned by uid:gid with mode (privs_bind_unix) */
@@ -127,6 +134,7 @@ static void session_fiber(void *arg)
 	pthread_mutex_lock(&ternd.lock);
 	ternd.sessions--;
 	c->l->sessions--;
+	clients_give(&clients, &c->who);
 	free(c);
 	pthread_cond_broadcast(&ternd.ended);
 	pthread_mutex_unlock(&ternd.lock);
@@ -145,6 +153,36 @@ static void refuse(int fd, const char *text)
 
 /* accept_warnings - one a second per listener, whichever loop meets it */
 static struct ratelimit accept_warnings = RATELIMIT_INIT;
+
+/* limit_warnings - refusals at a session limit: one a minute per
+ * listener and limit */
+static struct ratelimit limit_warnings = RATELIMIT_INIT;
+
+enum refusal { REFUSE_NONE, REFUSE_SESSIONS, REFUSE_CLIENT };
+
+/* refuse_limit - a client beyond max_inbound_sessions (421 4.3.2) or
+ * max_client_sessions (421 4.7.0, as Postfix's anvil): the reply, and
+ * the warning when its cause has not had one for a minute */
+static void refuse_limit(const struct listener *l, int fd, enum refusal why, const char *client)
+{
+	const struct conf_ternd *t = &ternd_conf()->ternd;
+	const char *limit = why == REFUSE_CLIENT ? "max_client_sessions" : "max_inbound_sessions";
+	char key[sizeof(l->name) + 32], msg[200];	/* ratelimit cuts it at RATELIMIT_KEY_MAX */
+	uint64_t held;
+
+	snprintf(key, sizeof(key), "%s %s", limit, l->name);
+	if (ratelimit_pass(&limit_warnings, key, now_us(), RATELIMIT_MINUTE, &held))
+		log_warning("%s: refused connection from %s: %s (%lld) reached "
+			    "(%" PRIu64 " more refused since the last warning)", l->name, client, limit,
+			    why == REFUSE_CLIENT ? t->max_client_sessions : t->max_inbound_sessions, held);
+	if (why == REFUSE_CLIENT)
+		snprintf(msg, sizeof(msg), "421 4.7.0 %s Error: too many connections from %s",
+			 ternd.hostname, client);
+	else
+		snprintf(msg, sizeof(msg), "421 4.3.2 %s Error: too many sessions, try again later",
+			 ternd.hostname);
+	refuse(fd, msg);
+}
 
 /* accept_retry - accept(2) failed for this connection alone: take the
  * next (Linux passes a pending network error of the new connection on) */
@@ -170,9 +208,12 @@ static int accept_ready(void *arg)
 	for (int taken = 0; taken < ACCEPT_BURST; taken++) {
 		struct sockaddr_storage ss;
 		socklen_t sslen = sizeof(ss);
-		char addr[INET6_ADDRSTRLEN] = "local", msg[160];
+		char addr[INET6_ADDRSTRLEN] = "local", msg[160], client[sizeof(addr) + 2];
+		const struct conf_ternd *t = &ternd_conf()->ternd;
+		struct client_addr who = {0};
 		struct conn *c;
-		int fd = accept4(l->fd, (struct sockaddr *)&ss, &sslen, SOCK_CLOEXEC), one = 1, busy;
+		enum refusal busy = REFUSE_NONE;
+		int fd = accept4(l->fd, (struct sockaddr *)&ss, &sslen, SOCK_CLOEXEC), one = 1;
 
 		if (fd < 0) {
 			uint64_t held;
@@ -201,29 +242,31 @@ static int accept_ready(void *arg)
 				refuse(fd, msg);
 				continue;
 			}
+			if (t->max_client_sessions > 0
+			    && !cidr_list_match(t->client_limit_exceptions, (struct sockaddr *)&ss))
+				client_addr_of((struct sockaddr *)&ss, &who);
 		}
+		snprintf(client, sizeof(client), l->unix_socket ? "local" : "[%s]", addr);
 		pthread_mutex_lock(&ternd.lock);
-		busy = l->sessions >= ternd_conf()->ternd.max_inbound_sessions
-			|| ternd.stop == TERND_STOPPED;
+		if (l->sessions >= t->max_inbound_sessions || ternd.stop == TERND_STOPPED)
+			busy = REFUSE_SESSIONS;
+		else if (!clients_take(&clients, &who, t->max_client_sessions))
+			busy = REFUSE_CLIENT;
 		if (!busy) {
 			ternd.sessions++;
 			l->sessions++;
 		}
 		pthread_mutex_unlock(&ternd.lock);
 		if (busy) {
-			log_warning("%s: refused connection from %s: max_inbound_sessions (%lld) reached",
-				    l->name, l->unix_socket ? "local" : addr,
-				    ternd_conf()->ternd.max_inbound_sessions);
-			snprintf(msg, sizeof(msg), "421 4.3.2 %s Error: too many sessions, try again later",
-				 ternd.hostname);
-			refuse(fd, msg);
+			refuse_limit(l, fd, busy, client);
 			continue;
 		}
 		c = xcalloc(1, sizeof(*c));
 		c->l = l;
 		c->fd = fd;
 		c->lmtp = l->lmtp;
-		snprintf(c->client, sizeof(c->client), l->unix_socket ? "local" : "[%s]", addr);
+		c->who = who;
+		snprintf(c->client, sizeof(c->client), "%s", client);
 		if (fiber_spawn(session_fiber, c) < 0) {
 			log_error("cannot start a session: %s", strerror(errno));
 			refuse(fd, "421 4.3.0 Error: out of resources");
@@ -231,6 +274,7 @@ static int accept_ready(void *arg)
 			pthread_mutex_lock(&ternd.lock);
 			ternd.sessions--;
 			l->sessions--;
+			clients_give(&clients, &who);
 			pthread_mutex_unlock(&ternd.lock);
 		}
 	}

@@ -1,10 +1,14 @@
 /*
  * session - one inbound SMTP or LMTP session, as a fiber (fiber.c).
  *
- * Reads commands with an absolute deadline (deadline.h: command_timeout
- * or data_timeout counted from the start of each read, never restarted
- * by a partial one or a signal; replies flushed within command_timeout),
- * answers them (replies are batched and
+ * Reads with deadlines as Postfix 3.7's smtpd_per_request_deadline and
+ * smtpd_min_data_rate do (struct rdeadline): a whole command line must
+ * arrive within command_timeout of ternd's first wait for it, a DATA
+ * content or a BDAT chunk within data_timeout plus one second for every
+ * min_data_rate octets received; a partial read or a signal never
+ * restarts the clock, so a client that trickles its input holds a
+ * session no longer than that (replies are flushed within
+ * command_timeout). It answers the commands (replies are batched and
  * flushed when the client has nothing more buffered, as RFC 2920 wants),
  * receives the content through smtp_data (DATA or BDAT) into memory, or
  * into a spool file of its own once it is large, and hands the finished
@@ -17,6 +21,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -74,6 +79,7 @@ struct session {
 	struct q_rcpt *rcpts;
 	size_t nrcpts, rcpt_cap;
 	int bdat;			/* BDAT chunks have been received */
+	unsigned long long bdat_total;	/* octets the BDAT chunks so far declared */
 	struct smtp_data *reader;
 	/* the content */
 	char *body;
@@ -86,6 +92,18 @@ struct session {
 	char received[RECEIVED_MAX];
 	size_t received_len;
 	crypto_generichash_state hash;
+};
+
+/* A read deadline for one command line or one content phase (DATA,
+ * a BDAT chunk): it starts at the first wait for input, and then only
+ * the octets received move it, each by 1/rate seconds (Postfix's
+ * smtpd_min_data_rate); 0 rate: never moved. */
+struct rdeadline {
+	const char *what;		/* for the log: "a command line", "DATA content" */
+	long long timeout;		/* ms, from the first wait */
+	long long base;			/* first wait + timeout (deadline.h), 0: not waited yet */
+	unsigned long long rate;	/* octets a second that earn a second */
+	unsigned long long octets;	/* received since the first wait */
 };
 
 static void flush(struct session *s);
@@ -166,10 +184,30 @@ static void error_reply(struct session *s, const char *text)
 	}
 }
 
-/* fill - read more input, waiting up to timeout_ms in all; 0 on EOF/error */
-static int fill(struct session *s, long long timeout_ms)
+/* rdeadline_start - a deadline for what, of timeout ms extended at rate
+ * octets a second (0: not extended) */
+static struct rdeadline rdeadline_start(const char *what, long long timeout, long long rate)
 {
-	long long deadline = deadline_after(timeout_ms);
+	struct rdeadline d = {what, timeout, 0, (unsigned long long)rate, 0};
+
+	return d;
+}
+
+/* rdeadline_at - the deadline now: base plus what the octets earned */
+static long long rdeadline_at(const struct rdeadline *d)
+{
+	unsigned long long earned;
+
+	if (d->rate == 0)
+		return d->base;
+	earned = d->octets / d->rate * 1000 + d->octets % d->rate * 1000 / d->rate;
+	return earned > (unsigned long long)LLONG_MAX - (unsigned long long)d->base
+		? LLONG_MAX : d->base + (long long)earned;
+}
+
+/* fill - read more input before d's deadline; 0 on EOF/error/timeout */
+static int fill(struct session *s, struct rdeadline *d)
+{
 	ssize_t n;
 
 	if (s->in_pos == s->in_len)
@@ -183,12 +221,18 @@ static int fill(struct session *s, long long timeout_ms)
 		flush(s);	/* the client is waiting for us */
 	if (s->state == S_FAIL)
 		return 0;
+	if (d->base == 0)
+		d->base = deadline_after(d->timeout);	/* after the flush: the client has its reply */
 	for (;;) {
 		/* Read first: under load the data is usually there already. */
 		n = recv(s->fd, s->in + s->in_len, sizeof(s->in) - s->in_len, MSG_DONTWAIT);
 		if (n < 0 && errno == EAGAIN) {
-			if (fiber_wait(s->fd, POLLIN, deadline) < 0) {
-				session_fail(s, "4.4.2", "timeout exceeded", "timeout");
+			if (fiber_wait(s->fd, POLLIN, rdeadline_at(d)) < 0) {
+				char why[128];
+
+				snprintf(why, sizeof(why), "timeout after %s (%llu octets in %lld ms)",
+					 d->what, d->octets, ms_now() - (d->base - d->timeout));
+				session_fail(s, "4.4.2", "timeout exceeded", why);
 				return 0;
 			}
 			continue;
@@ -207,6 +251,7 @@ static int fill(struct session *s, long long timeout_ms)
 			return 0;
 		}
 		s->in_len += (size_t)n;
+		d->octets += (unsigned long long)n;
 		return 1;
 	}
 }
@@ -215,6 +260,7 @@ static int fill(struct session *s, long long timeout_ms)
 static char *read_line(struct session *s, size_t *len)
 {
 	int toolong = 0;
+	struct rdeadline d = rdeadline_start("a command line", s->conf->ternd.command_timeout, 0);
 
 	for (;;) {
 		char *start = s->in + s->in_pos;
@@ -236,7 +282,7 @@ static char *read_line(struct session *s, size_t *len)
 			toolong = 1;	/* discard up to the newline */
 			s->in_pos = s->in_len;
 		}
-		if (!fill(s, s->conf->ternd.command_timeout))
+		if (!fill(s, &d))
 			return NULL;
 	}
 }
@@ -264,6 +310,7 @@ static void txn_reset(struct session *s)
 	s->nrcpts = 0;
 	s->in_mail = 0;
 	s->bdat = 0;
+	s->bdat_total = 0;
 	s->body_len = s->peek_len = s->received_len = 0;
 	s->own_len = 0;
 	s->own_failed = 0;
@@ -738,9 +785,17 @@ static int data_ready(struct session *s, int bdat)
 	return 1;
 }
 
+/* content_deadline - the read deadline of a DATA content or a BDAT chunk */
+static struct rdeadline content_deadline(const struct session *s, const char *what)
+{
+	return rdeadline_start(what, s->conf->ternd.data_timeout, s->conf->ternd.min_data_rate);
+}
+
 /* do_data - DATA: read the content up to CRLF.CRLF */
 static void do_data(struct session *s)
 {
+	struct rdeadline d = content_deadline(s, "DATA content");
+
 	if (!data_ready(s, 0))
 		return;
 	content_start(s);
@@ -752,7 +807,7 @@ static void do_data(struct session *s)
 		s->in_pos += used;
 		if (end)
 			break;
-		if (!fill(s, s->conf->ternd.data_timeout)) {
+		if (!fill(s, &d)) {
 			txn_reset(s);
 			return;
 		}
@@ -760,12 +815,57 @@ static void do_data(struct session *s)
 	content_end(s);
 }
 
+/* linger - the session failed with its replies sent: stop writing and
+ * throw away what the client still sends, until it closes or for a
+ * second at most, so that closing with unread input (a TCP reset) does
+ * not destroy the replies before the client reads them */
+static void linger(struct session *s)
+{
+	long long deadline = deadline_after(1000);
+	char junk[4096];
+
+	shutdown(s->fd, SHUT_WR);
+	while (fiber_wait(s->fd, POLLIN, deadline) == 0) {
+		ssize_t n = recv(s->fd, junk, sizeof(junk), MSG_DONTWAIT);
+
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			break;
+	}
+}
+
+/* bdat_too_big - a chunk that would take the declared total past
+ * message_size_limit: 552 5.3.4 at once, then close, as its octets
+ * (up to 2^64 - 1 of them) are not worth reading to find the next
+ * command */
+static int bdat_too_big(struct session *s, const struct smtp_cmd *cmd)
+{
+	unsigned long long limit = s->conf->ternd.message_size_limit;
+	char why[160];
+
+	if (limit == 0 || cmd->chunk <= limit - s->bdat_total)	/* bdat_total <= limit */
+		return 0;
+	if (s->in_mail && s->nrcpts && cmd->last)	/* LMTP: one per recipient */
+		reply_all(s, "552 5.3.4 Error: message size exceeds fixed limit");
+	else
+		reply(s, "552 5.3.4 Error: message size exceeds fixed limit");
+	snprintf(why, sizeof(why), "BDAT chunk of %llu octets after %llu past message_size_limit "
+		 "(%llu)", cmd->chunk, s->bdat_total, limit);
+	session_fail(s, "4.5.0", "the rest of that BDAT chunk is not read", why);
+	linger(s);
+	return 1;
+}
+
 /* do_bdat - BDAT n [LAST]: exactly n octets of content follow */
 static void do_bdat(struct session *s, const struct smtp_cmd *cmd)
 {
 	unsigned long long left = cmd->chunk;
-	int ready = data_ready(s, 1);
+	struct rdeadline d = content_deadline(s, "a BDAT chunk");
+	int ready;
 
+	if (bdat_too_big(s, cmd))
+		return;
+	if ((ready = data_ready(s, 1)))
+		s->bdat_total += cmd->chunk;
 	if (ready && !s->bdat) {
 		s->bdat = 1;
 		content_start(s);
@@ -774,7 +874,7 @@ static void do_bdat(struct session *s, const struct smtp_cmd *cmd)
 		size_t avail = s->in_len - s->in_pos, used;
 
 		if (avail == 0) {
-			if (!fill(s, s->conf->ternd.data_timeout)) {
+			if (!fill(s, &d)) {
 				txn_reset(s);
 				return;
 			}

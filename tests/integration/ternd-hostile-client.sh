@@ -13,6 +13,10 @@
 #      after a restart no spool file is orphaned
 #   5. 8 sessions at once against max_inbound_sessions = 5: exactly 3 get
 #      421 4.3.2
+#   6. BDAT past message_size_limit (a chunk of 2^64 - 1 octets, SMTP and
+#      LMTP; a chunk that takes the declared total past it; one outside a
+#      transaction): 552 5.3.4 within 1 s of the command, whatever follows
+#      it, then 421 4.5.0 and the connection closed; nothing queued
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib/tap.sh"
@@ -190,6 +194,90 @@ EOF
 tap_is "5: 8 sessions against max_inbound_sessions = 5: exactly 3 get 421 4.3.2" "$out" "5 x 220, 3 x 421 4.3.2"
 sleep 1
 tap_like "5: afterwards a new session is served" "$(client <<<'print(S().greeting)')" '^220 '
+
+# --- 6. BDAT past message_size_limit -----------------------------------------------------
+
+before=$(qcount)
+out=$(python3 - "127.0.0.1:$TERND_PORT" "unix:$TERND_LMTP" "$here/../lib" <<-'EOF'
+	import socket, sys, threading, time
+	sys.path.insert(0, sys.argv[3])
+	from smtp_chat import connect
+	bufs = {}
+	def conn(target):
+	    s = connect(target, None)
+	    s.settimeout(5)
+	    bufs[s] = b""
+	    return s
+	def line(s):
+	    while b"\n" not in bufs[s]:
+	        try:
+	            chunk = s.recv(65536)
+	        except socket.timeout:
+	            return "TIMEOUT"
+	        except OSError:
+	            chunk = b""
+	        if not chunk:
+	            return "EOF"
+	        bufs[s] += chunk
+	    l, _, bufs[s] = bufs[s].partition(b"\n")
+	    return l.rstrip(b"\r").decode()
+	def stream(s, stop):
+	    block = b"z" * 65536
+	    try:
+	        while not stop:
+	            s.sendall(block)
+	    except OSError:
+	        pass
+	# case - after the envelope and PRE (their replies read), send CMD and,
+	# when streaming, octets after it without end; print the seconds to the
+	# first reply line after CMD, and every line up to EOF (or a 5 s silence)
+	def case(name, target, helo, rcpts, pre, cmd, streaming):
+	    s = conn(target)
+	    line(s)
+	    env = helo + b"\r\n"
+	    if rcpts:
+	        env += b"MAIL FROM:<big@example.org>\r\n" + b"".join(b"RCPT TO:<%s>\r\n" % r for r in rcpts)
+	    s.sendall(env + pre)
+	    n = 1 + (1 + len(rcpts) if rcpts else 0) + (1 if pre else 0)
+	    while n:
+	        l = line(s)
+	        n -= l[3:4] != "-"
+	    stop = []
+	    t0 = time.monotonic()
+	    s.sendall(cmd)
+	    if streaming:
+	        threading.Thread(target=stream, args=(s, stop), daemon=True).start()
+	    got = [line(s)]
+	    t1 = time.monotonic() - t0
+	    while got[-1] not in ("EOF", "TIMEOUT"):
+	        got.append(line(s))
+	    stop.append(1)
+	    print(name, "%.1f" % t1, " | ".join(got), flush=True)
+	smtp, lmtp = sys.argv[1], sys.argv[2]
+	huge = b"BDAT 18446744073709551615 LAST\r\n"
+	case("smtp-huge", smtp, b"EHLO c.test", [b"a@example.com"], b"", huge, True)
+	case("lmtp-huge", lmtp, b"LHLO c.test", [b"a@example.com", b"b@example.com"], b"", huge, True)
+	case("smtp-total", smtp, b"EHLO c.test", [b"a@example.com"],
+	     b"BDAT 6000000\r\n" + b"z" * 6000000, b"BDAT 6000000 LAST\r\n", False)
+	case("smtp-nomail", smtp, b"EHLO c.test", [], b"RSET\r\n", huge, True)
+EOF
+)
+tap_diag "$out"
+big='552 5.3.4 Error: message size exceeds fixed limit | 421 4.5.0 ternd.test Error: the rest of that BDAT chunk is not read | EOF'
+tap_is "6: BDAT 18446744073709551615 LAST, the chunk streaming: 552 5.3.4, 421, closed" \
+	"$(sed -n 's/^smtp-huge [0-9.]* //p' <<<"$out")" "$big"
+tap_is "6: ... over LMTP: 552 5.3.4 for each recipient, 421, closed" \
+	"$(sed -n 's/^lmtp-huge [0-9.]* //p' <<<"$out")" \
+	"552 5.3.4 <a@example.com> Error: message size exceeds fixed limit | ${big/552 5.3.4/552 5.3.4 <b@example.com>}"
+tap_is "6: a second 6 MB chunk after 6 MB (10 MB limit): 552 5.3.4 without its octets, 421, closed" \
+	"$(sed -n 's/^smtp-total [0-9.]* //p' <<<"$out")" "$big"
+tap_is "6: a huge chunk outside a transaction: 552 5.3.4, 421, closed" \
+	"$(sed -n 's/^smtp-nomail [0-9.]* //p' <<<"$out")" "$big"
+tap_is "6: each refusal came within 1 s of its BDAT command" \
+	"$(awk '$2 >= 1 { print $1 }' <<<"$out")" ""
+tap_is "6: nothing was queued" "$(qcount)" "$before"
+tap_is "6: each refusal is logged once" \
+	"$(grep -c 'past message_size_limit (10485760)' "$TERND_LOG")" 4
 
 ternd_stop
 tap_is "ternd stops cleanly" "$?" 0
