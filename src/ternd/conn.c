@@ -120,6 +120,7 @@ static int io_read(struct conn *c, long long deadline)
 			int rc = SSL_read(c->ssl, c->in, sizeof(c->in));
 
 			if (rc <= 0) {
+				c->waits++;
 				if (ssl_wait(c, rc, deadline) < 0)
 					return 0;
 				continue;
@@ -128,6 +129,7 @@ static int io_read(struct conn *c, long long deadline)
 		} else {
 			n = recv(c->fd, c->in, sizeof(c->in), 0);
 			if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+				c->waits++;
 				if (deadline_wait(c->fd, POLLIN, deadline) < 0)
 					return 0;
 				continue;

@@ -48,6 +48,8 @@ struct conn {
 	int temporary;			/* that failure is worth a retry */
 	enum conn_send_method method;	/* for content that needs no dot-stuffing */
 	uint64_t sent[3];		/* content octets sent, by conn_send_method */
+	unsigned long waits;		/* reads that found no reply yet and waited for
+					 * the peer (relay.c: did the window hold it up?) */
 };
 
 int conn_open(struct conn *c, const struct conf_peer *peer, SSL_CTX *ctx, const char *helo);

@@ -399,21 +399,24 @@ static void tx_done(struct conn *c, struct attempt *a, struct posted *q, const s
 
 /* peer_window - the window a connection to rt may use now: the smaller of
  * the peer's congestion window and the connection's own (window.h); with
- * acked, a final reply was just read on it, and both grow first */
-static size_t peer_window(struct peer_rt *rt, const struct conf_peer *p, struct conn *c, int acked)
+ * acked, a final reply was just read, rtt_us after its commands were
+ * written, limited when the window held the connection up: both follow
+ * it first (window_cc_ack) */
+static size_t peer_window(struct peer_rt *rt, const struct conf_peer *p, struct conn *c, int acked,
+			  uint64_t rtt_us, int limited)
 {
 	size_t n;
 
 	pthread_mutex_lock(&rt->lock);
 	window_cc_depth(&rt->cc, p->max_pipeline_depth);
 	if (acked)
-		window_cc_ack(&rt->cc);
+		window_cc_ack(&rt->cc, rtt_us, limited);
 	n = rt->cc.cwnd;
 	pthread_mutex_unlock(&rt->lock);
 	metric_set(stats.window, (double)n, rt->name);
 	window_cc_depth(&c->cc, p->max_pipeline_depth);
 	if (acked)
-		window_cc_ack(&c->cc);
+		window_cc_ack(&c->cc, rtt_us, limited);
 	return n < c->cc.cwnd ? n : c->cc.cwnd;
 }
 
@@ -575,13 +578,15 @@ static void relay_window(struct peer_rt *home, struct peer_rt *rt, struct conn *
 	struct attempt *at, *a;
 	char why[sizeof(c->why)] = "";	/* the write that failed */
 	long long drain = 0;
-	int rc, pend = 1, dirty = 0, started = 0, solo = 0, said421 = 0;
+	int rc, pend = 1, dirty = 0, started = 0, solo = 0, said421 = 0, waited;
+	unsigned long waits;
+	uint64_t rtt;
 	size_t room;
 
 	window_init(&w, p->max_pipeline_depth, p->max_pipeline_bytes);
 	if (c->txns == 0)
 		window_cc_init(&c->cc, p->max_pipeline_depth);	/* a new connection starts small */
-	room = peer_window(rt, p, c, 0);
+	room = peer_window(rt, p, c, 0, 0, 0);
 	storage_window((int64_t)room);	/* the reserve follows the windows in use */
 	/* the window's slots, the posted ones, and one loaded but not written */
 	at = xcalloc(2 * w.depth + 1, sizeof(*at));
@@ -591,10 +596,17 @@ static void relay_window(struct peer_rt *home, struct peer_rt *rt, struct conn *
 	a = &at[2 * w.depth];
 	*a = *first;	/* pending: the first attempt, then each one from the queue */
 	for (;;) {
-		/* write while there is room */
-		while (drain == 0 && c->fd >= 0 && !solo && w.count < room) {
+		int full = 0;
+
+		/* write while there is room: at most the window in flight, and
+		 * at most as many answered but not yet recorded, so that what a
+		 * crash can cost again is bounded by the window too */
+		posted_reap(&q, 0);
+		while (drain == 0 && c->fd >= 0 && !solo) {
 			const char *lead = "";
 
+			if ((full = w.count >= room || q.count >= room))
+				break;
 			if (!pend && w.count == 0 && !conn_alive(c)) {
 				relay_fail(c, NULL, 0, NULL, NULL);	/* closed by the peer meanwhile */
 				break;
@@ -626,14 +638,22 @@ static void relay_window(struct peer_rt *home, struct peer_rt *rt, struct conn *
 				drain = deadline_after(TX_DRAIN_MS);
 			}
 		}
+		if (w.count == 0 && full && q.count > 0) {
+			posted_reap(&q, 1);	/* the commits hold it up: wait for one */
+			continue;
+		}
 		if (w.count == 0)
 			break;
-		/* the oldest one's replies */
+		/* the oldest one's replies; did the window hold the connection
+		 * up (full, and the peer's replies not there yet)? */
 		a = &at[window_oldest(&w)];
+		full = w.count >= room;
+		waits = c->waits;
 		if (drain)
 			a->drain = drain;
 		if ((rc = tx_replies(c, a)) == 0)
 			rc = tx_final(c, a);
+		waited = c->waits != waits;
 		if (a->closing) {
 			said421 = 1;
 			if (drain == 0)
@@ -643,15 +663,17 @@ static void relay_window(struct peer_rt *home, struct peer_rt *rt, struct conn *
 			break;
 		dirty = !a->clean;
 		solo = 0;	/* it went alone: the window is empty now */
+		/* a round trip sample only when its reply was waited for: one
+		 * found already read says how busy ternd was, not the peer */
+		rtt = waited ? now_us() - a->t0 : 0;
 		window_pop(&w);
 		tx_done(c, a, &q, conf);
 		if (drain == 0 && c->fd >= 0) {
 			size_t was = room;
 
-			room = peer_window(rt, p, c, 1);	/* answered: the window grows */
+			room = peer_window(rt, p, c, 1, rtt, full && waited);
 			storage_window((int64_t)room - (int64_t)was);
 		}
-		posted_reap(&q, 0);
 		a = &at[2 * w.depth];
 	}
 	if (why[0])

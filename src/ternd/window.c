@@ -79,7 +79,8 @@ void window_cc_init(struct window_cc *cc, long long depth)
 	cc->max = (uint32_t)window_depth(depth);
 	cc->cwnd = 1;
 	cc->ssthresh = cc->max;
-	cc->acked = 0;
+	cc->acked = cc->eased = 0;
+	cc->base_us = 0;
 }
 
 /* window_cc_depth - max_pipeline_depth as a reload set it: the window
@@ -97,11 +98,40 @@ void window_cc_depth(struct window_cc *cc, long long depth)
 		cc->cwnd = max;
 }
 
-/* window_cc_ack - a final reply was read on a connection that goes on:
- * one more in slow start, else one more per window answered in full */
-void window_cc_ack(struct window_cc *cc)
+/* window_cc_queued - the transactions queued at the peer, by the round
+ * trip sample rtt_us against the base (Vegas's diff), in sixteenths */
+static uint64_t window_cc_queued(const struct window_cc *cc, uint64_t rtt_us)
 {
-	if (cc->cwnd >= cc->max)
+	if (rtt_us == 0 || rtt_us <= cc->base_us)
+		return 0;
+	return (uint64_t)cc->cwnd * 16 * (rtt_us - cc->base_us) / rtt_us;
+}
+
+/* window_cc_ack - a final reply was read on a connection that goes on,
+ * rtt_us after its commands were written (0: no sample); limited: the
+ * window was full and the reply had not come yet. It grows (one more in
+ * slow start, else one more per window answered in full) while it held
+ * the connection up and little is queued at the peer, shrinks by one per
+ * window while much is, and holds between. */
+void window_cc_ack(struct window_cc *cc, uint64_t rtt_us, int limited)
+{
+	uint64_t queued;
+
+	if (rtt_us && (cc->base_us == 0 || rtt_us < cc->base_us))
+		cc->base_us = rtt_us;
+	queued = window_cc_queued(cc, rtt_us);
+	if (queued > WINDOW_QUEUE_HIGH * 16) {
+		cc->acked = 0;
+		if (cc->cwnd > 1 && ++cc->eased >= cc->cwnd) {
+			cc->eased = 0;
+			cc->cwnd--;
+			if (cc->ssthresh > cc->cwnd)
+				cc->ssthresh = cc->cwnd < 2 ? 2 : cc->cwnd;	/* slow start is over */
+		}
+		return;
+	}
+	cc->eased = 0;
+	if (!limited || queued >= WINDOW_QUEUE_LOW * 16 || cc->cwnd >= cc->max)
 		return;
 	if (cc->cwnd < cc->ssthresh) {
 		cc->cwnd++;
@@ -124,5 +154,5 @@ void window_cc_loss(struct window_cc *cc, size_t inflight)
 		return;
 	cc->ssthresh = half < 2 ? 2 : half > cc->max ? cc->max : (uint32_t)half;
 	cc->cwnd = 1;
-	cc->acked = 0;
+	cc->acked = cc->eased = 0;
 }

@@ -7,19 +7,18 @@
 # with them, so that each peer's messages wait together:
 #
 #   1. BDAT: 10 messages over one connection; the window starts at one
-#      transaction, so MAIL 2 follows the first final reply, and MAIL 3..10
-#      (each after a pipelined RSET) arrive before the previous final
-#      reply; each delivered once, byte for byte, by sendfile(2)
+#      transaction and grows with the replies, so MAILs (each after a
+#      pipelined RSET) arrive before the previous final reply; each
+#      delivered once, byte for byte, by sendfile(2)
 #   2. DATA (no CHUNKING): MAIL 2..10 arrive with the previous end of data;
 #      each delivered once, byte for byte
 #   3. the peer takes message 3's content and the next MAIL, then drops the
-#      connection: message 3 and the 2 written behind it (3 in flight: the
-#      window grew by one per reply), their contents written whole, are
+#      connection: message 3 and those written behind it (as many as the
+#      window had grown to), their contents written whole, are
 #      deferred "may be delivered twice", each logged once as a possible
 #      duplicate; every message arrives, message 3 twice, the queue
 #      empties; a peer that closes the connection right after message 2's
-#      final reply: messages 3..5, in flight, are possible duplicates the
-#      same way (the peer could have taken them), and every message
+#      final reply: those in flight are possible duplicates the same way (the peer could have taken them), and every message
 #      arrives once
 #   4. implicit TLS (stunnel4): content goes by the copy path on a kernel
 #      without kTLS (sendfile=0 ktls=0), byte for byte
@@ -140,9 +139,13 @@ q='[0-9A-Z]{13}'
 
 tap_is "1: one connection" "$(logged bdat EHLO first)" 1
 tap_is "1: the first MAIL opens it" "$(logged bdat MAIL first)" 1
-tap_is "1: MAIL 3..10 arrive before the previous final reply" "$(logged bdat MAIL before)" 8
-tap_is "1: ... MAIL 2 after the first (the window starts at one)" "$(logged bdat MAIL after)" 1
-tap_is "1: each behind a pipelined RSET" "$(logged bdat RSET before)" 8
+# the window starts at one and grows with the replies: how many MAILs go
+# out before the previous final reply depends on when the replies come
+pipelined=$(logged bdat MAIL before)
+tap_check "1: MAILs arrive before the previous final reply (3 or more of 10)" test "$pipelined" -ge 3
+tap_is "1: ... and the others after it" "$(logged bdat MAIL after)" $((9 - pipelined))
+tap_check "1: each one sent before the previous final reply behind a pipelined RSET" \
+	test "$(logged bdat RSET before)" -ge "$pipelined"
 tap_is "1: 10 BDAT ... LAST" "$(grep -c ' BDAT ' "$top/bdat/log")" 10
 tap_is "1: 10 messages delivered once each, byte for byte" "$(intact bdat)" "10 10"
 tap_is "1: 10 logged sent" "$(nlog ": $q: to=<rcpt[0-9]+@bdat\\.test>, .*status=sent ")" 10
@@ -165,22 +168,25 @@ tap_like "2: sendfile(2) without dot lines, the copy path with them" \
 
 tap_is "3: the peer dropped one connection after the next MAIL" "$(grep -c ' drop$' "$top/drop/log")" 1
 tap_is "3: every message arrived, one of them twice" "$(intact drop)" "11 10"
-tap_is "3: 3 deferrals, their final replies lost" \
-	"$(nlog ": $q: to=<rcpt[0-9]+@drop\\.test>, .*status=deferred \\(lost connection with 127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\] while receiving the reply \\(the message may be delivered twice\\)\\), tls=none$")" 3
-tap_is "3: no other deferral" "$(nlog ": $q: to=<rcpt[0-9]+@drop\\.test>, .*status=deferred ")" 3
+# how many were in flight at the drop or the close follows the window's
+# growth; each of them is a possible duplicate, deferred and announced
+ndrop=$(nlog ": $q: to=<rcpt[0-9]+@drop\\.test>, .*status=deferred ")
+nclose=$(nlog ": $q: to=<rcpt[0-9]+@close\\.test>, .*status=deferred ")
+tap_check "3: the dropped one and those behind it deferred, their final replies lost" \
+	test "$ndrop" -ge 1 -a "$(nlog ": $q: to=<rcpt[0-9]+@drop\\.test>, .*status=deferred \\(lost connection with 127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\] while receiving the reply \\(the message may be delivered twice\\)\\), tls=none$")" -eq "$ndrop"
 tap_is "3: 10 messages logged sent" \
 	"$(nlog ": $q: to=<rcpt[0-9]+@drop\\.test>, .*status=sent ")" 10
 tap_is "3: closed after a final reply: every message arrived once" "$(intact close)" "5 5"
 tap_is "3: ... on two connections" "$(logged close EHLO first)" 2
-tap_is "3: ... the 3 in flight deferred, may be delivered twice" \
-	"$(nlog ": $q: to=<rcpt[0-9]+@close\\.test>, .*status=deferred \\(lost connection .* \\(the message may be delivered twice\\)\\), tls=none$")" 3
+tap_check "3: ... those in flight deferred, may be delivered twice" \
+	test "$nclose" -ge 1 -a "$(nlog ": $q: to=<rcpt[0-9]+@close\\.test>, .*status=deferred \\(lost connection .* \\(the message may be delivered twice\\)\\), tls=none$")" -eq "$nclose"
 tap_is "3: ... 5 logged sent" "$(nlog ": $q: to=<rcpt[0-9]+@close\\.test>, .*status=sent ")" 5
-# BDAT, the window grown to 3 (ternd-window.sh tests it): drop: messages
-# 3..5; close: messages 3..5, written behind message 2
+# BDAT (ternd-window.sh tests the window): drop: message 3 and those
+# written behind it; close: those written behind message 2
 tap_is "3: nothing sent again at once" \
 	"$(($(nlog_peer drop "sent again at once$") + $(nlog_peer close "sent again at once$")))" 0
 tap_is "3: each logged once as a possible duplicate" \
-	"$(nlog ": warning: $q: possible duplicate: lost connection with 127\.0\.0\.1\[127\.0\.0\.1\] while receiving the reply after its end of data -- message may be sent more than once$")" 6
+	"$(nlog ": warning: $q: possible duplicate: lost connection with 127\.0\.0\.1\[127\.0\.0\.1\] while receiving the reply after its end of data -- message may be sent more than once$")" $((ndrop + nclose))
 
 # --- 4. TLS ---------------------------------------------------------------------------
 

@@ -7,9 +7,11 @@ command arrives relative to its own replies.
                    [--fail N:WHAT]... [--max-mails N] [--rcvbuf OCTETS]
 
 Listens on 127.0.0.1:PORT and offers PIPELINING (unless
---no-pipelining), CHUNKING (unless --no-chunking), 8BITMIME and SIZE. Each end of data or BDAT ... LAST is
-answered after --delay seconds (0.3), reading whatever arrives meanwhile.
-Every command is logged to LOG as
+--no-pipelining), CHUNKING (unless --no-chunking), 8BITMIME and SIZE.
+Each end of data or BDAT ... LAST is answered --delay seconds (0.3) after
+it arrived (not after the previous reply: a pipelined window is answered as a
+round trip would, not queued behind a slow server), reading whatever
+arrives meanwhile. Every command is logged to LOG as
 
     conn=C VERB first|before|after
 
@@ -82,6 +84,7 @@ class Session:
         self.marks = []       # self.got at each final reply sent
         self.mails = 0        # MAIL commands on this connection
         self.fail = None      # (what, reply) for the current transaction
+        self.arrived = []     # (self.got after a read, when it was read)
 
     def recv(self, timeout=None):
         self.s.settimeout(timeout)
@@ -93,7 +96,14 @@ class Session:
             return False
         self.buf += data
         self.got += len(data)
+        self.arrived.append((self.got, time.monotonic()))
         return True
+
+    def arrival(self):
+        """when the octets taken so far had all arrived"""
+        while len(self.arrived) > 1 and self.arrived[0][0] < self.used:
+            self.arrived.pop(0)
+        return self.arrived[0][1] if self.arrived else time.monotonic()
 
     def line(self):
         while b"\r\n" not in self.buf:
@@ -170,7 +180,7 @@ class Session:
             self.linger(args.delay)
             log("conn=%d drop" % self.cid)
             return False
-        self.linger(args.delay)
+        self.linger(max(0.0, self.arrival() + args.delay - time.monotonic()))
         self.send("250 2.0.0 Ok: queued as %d.%d" % (self.cid, self.n))
         self.finished()
         self.mail, self.rcpts = None, 0

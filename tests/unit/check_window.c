@@ -105,11 +105,20 @@ START_TEST(test_depth)
 }
 END_TEST
 
-/* cc_acks - n final replies read */
+/* cc_acks - n final replies read while the window held the connection
+ * up, with no round trip sample */
 static void cc_acks(struct window_cc *cc, int n)
 {
 	while (n-- > 0)
-		window_cc_ack(cc);
+		window_cc_ack(cc, 0, 1);
+}
+
+/* cc_samples - n final replies read while the window held the
+ * connection up, each rtt_us after its commands */
+static void cc_samples(struct window_cc *cc, int n, uint64_t rtt_us)
+{
+	while (n-- > 0)
+		window_cc_ack(cc, rtt_us, 1);
 }
 
 START_TEST(test_cc)
@@ -195,6 +204,59 @@ START_TEST(test_cc_depth)
 }
 END_TEST
 
+START_TEST(test_cc_queue)
+{
+	struct window_cc cc;
+
+	/* replies as fast as the base: nothing queued, slow start */
+	window_cc_init(&cc, 32);
+	cc_samples(&cc, 1, 20000);
+	ck_assert_uint_eq(cc.base_us, 20000);
+	ck_assert_uint_eq(cc.cwnd, 2);
+	cc_samples(&cc, 6, 20200);		/* 1% over the base: still nothing queued */
+	ck_assert_uint_eq(cc.cwnd, 8);
+	/* a window that was not used does not grow (RFC 7661) */
+	window_cc_ack(&cc, 20000, 0);
+	ck_assert_uint_eq(cc.cwnd, 8);
+	/* 8 x (25 - 20) / 25 = 1.6 queued: held, neither grown nor cut */
+	cc_samples(&cc, 20, 25000);
+	ck_assert_uint_eq(cc.cwnd, 8);
+	/* 8 x (100 - 20) / 100 = 6.4 queued: one less per window answered */
+	cc_samples(&cc, 7, 100000);
+	ck_assert_uint_eq(cc.cwnd, 8);
+	cc_samples(&cc, 1, 100000);
+	ck_assert_uint_eq(cc.cwnd, 7);
+	ck_assert_uint_eq(cc.ssthresh, 7);	/* slow start is over */
+	cc_samples(&cc, 7, 100000);
+	ck_assert_uint_eq(cc.cwnd, 6);
+	/* at the base again: additive growth, one per window */
+	cc_samples(&cc, 5, 20000);
+	ck_assert_uint_eq(cc.cwnd, 6);
+	cc_samples(&cc, 1, 20000);
+	ck_assert_uint_eq(cc.cwnd, 7);
+	/* a smaller sample is the new base */
+	cc_samples(&cc, 1, 5000);
+	ck_assert_uint_eq(cc.base_us, 5000);
+	/* loopback: the base is tiny and every reply waits behind others,
+	 * so the window stays at one or two */
+	window_cc_init(&cc, 32);
+	cc_samples(&cc, 1, 50);
+	ck_assert_uint_eq(cc.cwnd, 2);
+	cc_samples(&cc, 100, 400);		/* 2 x 350 / 400 = 1.75 queued */
+	ck_assert_uint_eq(cc.cwnd, 2);
+	/* one transaction alone is never "queued": from one it grows to two,
+	 * where a slow peer holds it */
+	window_cc_init(&cc, 32);
+	cc_samples(&cc, 1, 50);
+	cc_samples(&cc, 100, 100000);		/* 2 x ~1: 2 queued, held */
+	ck_assert_uint_eq(cc.cwnd, 2);
+	window_cc_loss(&cc, 1);
+	ck_assert_uint_eq(cc.cwnd, 1);
+	cc_samples(&cc, 100, 100000);
+	ck_assert_uint_eq(cc.cwnd, 2);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("window");
@@ -205,6 +267,7 @@ int main(void)
 	tcase_add_test(tc, test_depth);
 	tcase_add_test(tc, test_cc);
 	tcase_add_test(tc, test_cc_depth);
+	tcase_add_test(tc, test_cc_queue);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }
