@@ -583,22 +583,6 @@ static void reply_all(struct session *s, const char *code_text)
 		reply(s, "%.9s <%s> %s", code_text, s->rcpts[i].addr, code_text + 10);
 }
 
-/* trace_verified - does the Traceparent value carry our signature, over
- * it and the message's first Message-ID ("" when there is none) */
-static int trace_verified(const struct session *s, const char *value)
-{
-	char sig[TRACE_SIG_LEN + 1];
-	const char *ts, *mid = "";
-	size_t tslen, midlen = 0;
-
-	if (!hdr_scan_field(s->peek, s->peek_len, "Tracestate", &ts, &tslen)
-	    || tracestate_find_sig(ts, tslen, sig) != 1)
-		return 0;
-	if (!hdr_scan_field(s->peek, s->peek_len, "Message-ID", &mid, &midlen))
-		mid = "", midlen = 0;
-	return trace_trust_verify(value, mid, midlen, sig);
-}
-
 /* trace_of - the message's trace context: its Traceparent when our
  * signature verifies (the milter's), else a new trace; a Traceparent we
  * cannot vouch for is kept as a link, never as the parent, so that no
@@ -606,23 +590,15 @@ static int trace_verified(const struct session *s, const char *value)
 static void trace_of(struct session *s)
 {
 	struct traceparent tp, in;
-	char value[TRACEPARENT_LEN + 1];
-	const char *v;
-	size_t vlen;
-	int have = hdr_scan_field(s->peek, s->peek_len, "Traceparent", &v, &vlen)
-		&& traceparent_parse(v, vlen, &in) == 0;
+	enum trace_origin origin = trace_trust_of(s->peek, s->peek_len, &in);
 
 	memset(s->msg.link_trace_id, 0, sizeof(s->msg.link_trace_id));
 	memset(s->msg.link_span_id, 0, sizeof(s->msg.link_span_id));
-	if (have) {
-		memcpy(value, v, TRACEPARENT_LEN);	/* parsed: exactly this long */
-		value[TRACEPARENT_LEN] = '\0';
-	}
-	if (have && trace_verified(s, value)) {
+	if (origin == TRACE_OURS) {
 		tp = in;
 	} else {
 		traceparent_new(&tp);
-		if (have) {
+		if (origin == TRACE_FOREIGN) {
 			memcpy(s->msg.link_trace_id, in.trace_id, sizeof(in.trace_id));
 			memcpy(s->msg.link_span_id, in.span_id, sizeof(in.span_id));
 		}
