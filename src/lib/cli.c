@@ -21,7 +21,7 @@ void cli_init(struct cli *cli)
 	cli->verbose = 0;
 	cli->print_defaults = 0;
 	cli->print_settings = 0;
-	cli->check_routes = 0;
+	cli->check = NULL;
 }
 
 /* cli_option - take a shared option; 1 if ch was one */
@@ -48,16 +48,16 @@ int cli_option(struct cli *cli, int ch, const char *arg)
 	}
 }
 
-/* route_warning - a conf_route_check finding on the standard error */
-static void route_warning(const char *msg, void *arg)
+/* check_warning - a finding of cli->check on the standard error */
+static void check_warning(const char *msg, void *arg)
 {
 	(void)arg;
 	fprintf(stderr, "warning: %s\n", msg);
 }
 
 /* cli_load_conf - load the configuration, or print it for -d/-n and exit;
- * with check_routes, -n then reports unroutable domains on the standard
- * error (still exit 0: a deferral, not a configuration error) */
+ * with check, -n then reports what it finds on the standard error (still
+ * exit 0: warnings, not configuration errors) */
 struct conf *cli_load_conf(const struct cli *cli)
 {
 	struct conf *conf;
@@ -72,8 +72,8 @@ struct conf *cli_load_conf(const struct cli *cli)
 	if (cli->print_settings) {
 		conf_print_settings(stdout, conf);
 		fflush(stdout);
-		if (cli->check_routes)
-			conf_route_check(conf, route_warning, NULL);
+		if (cli->check)
+			cli->check(conf, check_warning, NULL);
 		conf_free(&conf);
 		exit(0);
 	}

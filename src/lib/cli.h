@@ -19,7 +19,9 @@ struct cli {
 	int verbose;
 	int print_defaults;
 	int print_settings;
-	int check_routes;		/* -n also reports unroutable domains (ternd) */
+	/* -n also runs this, its findings on the standard error (ternd:
+	 * unroutable domains, descriptors); NULL: none */
+	void (*check)(const struct conf *conf, void (*warn)(const char *msg, void *arg), void *arg);
 };
 
 void cli_init(struct cli *cli);

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "fds.h"
 #include "fiber.h"
 #include "listen.h"
 #include "log.h"
@@ -143,8 +144,9 @@ static void refuse(int fd, const char *text)
 	close(fd);
 }
 
-/* accept_warnings - one a second per listener, whichever loop meets it */
-static struct ratelimit accept_warnings = RATELIMIT_INIT;
+/* accept_warnings - one a second per listener, whichever loop meets it;
+ * nofds_warnings - one a minute per listener */
+static struct ratelimit accept_warnings = RATELIMIT_INIT, nofds_warnings = RATELIMIT_INIT;
 
 /* accept_retry - accept(2) failed for this connection alone: take the
  * next (Linux passes a pending network error of the new connection on) */
@@ -172,7 +174,7 @@ static int accept_ready(void *arg)
 		socklen_t sslen = sizeof(ss);
 		char addr[INET6_ADDRSTRLEN] = "local", msg[160];
 		struct conn *c;
-		int fd = accept4(l->fd, (struct sockaddr *)&ss, &sslen, SOCK_CLOEXEC), one = 1, busy;
+		int fd = accept4(l->fd, (struct sockaddr *)&ss, &sslen, SOCK_CLOEXEC), one = 1, busy, nofds;
 
 		if (fd < 0) {
 			uint64_t held;
@@ -203,17 +205,29 @@ static int accept_ready(void *arg)
 			}
 		}
 		pthread_mutex_lock(&ternd.lock);
-		busy = l->sessions >= ternd_conf()->ternd.max_inbound_sessions
+		nofds = l->sessions >= fds_sessions_max();
+		busy = nofds || l->sessions >= ternd_conf()->ternd.max_inbound_sessions
 			|| ternd.stop == TERND_STOPPED;
 		if (!busy) {
 			ternd.sessions++;
 			l->sessions++;
 		}
 		pthread_mutex_unlock(&ternd.lock);
-		if (busy) {
+		if (nofds) {
+			uint64_t held;
+
+			if (ratelimit_pass(&nofds_warnings, l->name, now_us(), RATELIMIT_MINUTE, &held))
+				log_warning("%s: refused connection from %s: out of file descriptors "
+					    "for sessions (%lld per listener, the rest kept for the relay "
+					    "and the store) (%" PRIu64 " more since the last warning)",
+					    l->name, l->unix_socket ? "local" : addr, fds_sessions_max(),
+					    held);
+		} else if (busy) {
 			log_warning("%s: refused connection from %s: max_inbound_sessions (%lld) reached",
 				    l->name, l->unix_socket ? "local" : addr,
 				    ternd_conf()->ternd.max_inbound_sessions);
+		}
+		if (busy) {
 			snprintf(msg, sizeof(msg), "421 4.3.2 %s Error: too many sessions, try again later",
 				 ternd.hostname);
 			refuse(fd, msg);

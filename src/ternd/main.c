@@ -29,6 +29,7 @@
 #include "cli.h"
 #include "commit.h"
 #include "control.h"
+#include "fds.h"
 #include "listen.h"
 #include "log.h"
 #include "metrics_std.h"
@@ -118,6 +119,14 @@ static void route_warning(const char *msg, void *arg)
 	log_warning("%s", msg);
 }
 
+/* check_conf - ternd -n: what the configuration cannot do (routes to
+ * nowhere, more sessions than descriptors), on the standard error */
+static void check_conf(const struct conf *conf, void (*warn)(const char *msg, void *arg), void *arg)
+{
+	conf_route_check(conf, warn, arg);
+	fds_check(conf, warn, arg);
+}
+
 /* reload - SIGHUP: new routes, limits and peers; listeners need a
  * restart. 0, or -1 when the running configuration stays */
 static int reload(const char *path)
@@ -139,6 +148,7 @@ static int reload(const char *path)
 	retired = xreallocarray(retired, nretired + 1, sizeof(*retired));
 	retired[nretired++] = old;
 	relay_reload(conf);
+	fds_reload(conf);	/* the peers' max_connections */
 	trace_trust_load(conf, 1);
 	metrics_std_reloaded(1);
 	log_info("configuration reloaded from %s", path);
@@ -214,7 +224,7 @@ int main(int argc, char **argv)
 	closefrom(3);	/* what the caller left open is not ours: ternd(8) */
 	log_init(argv[0], "ternd");
 	cli_init(&cli);
-	cli.check_routes = 1;	/* -n: and the unroutable domains */
+	cli.check = check_conf;	/* -n: and the unroutable domains, the descriptors */
 	while ((ch = getopt_long(argc, argv, CLI_COMMON_OPTS "Vh", longopts, NULL)) != -1) {
 		if (cli_option(&cli, ch, optarg))
 			continue;
@@ -317,6 +327,7 @@ int main(int argc, char **argv)
 	spanfile_start();
 	relay_start();
 	control_start();
+	fds_start(ternd.conf);	/* what ternd opens at start is open: sessions get the rest */
 	listen_start();
 	log_info("started: lmtp %s, smtp %s", ternd.conf->ternd.lmtp_listen[0]
 		 ? ternd.conf->ternd.lmtp_listen : "off",
