@@ -47,7 +47,7 @@ tap_like "ternd logs its budget under the limit of 1024 ($fit sessions per liste
 # hold N - open N connections, read each one's first line (20 s at most),
 # print "220=A 421=B none=C" to the ready file, hold them until stdin closes
 mkfifo "$top/hold.in"
-python3 - "$TERND_PORT" 1500 "$top/hold.out" <"$top/hold.in" <<'PY' &
+cat >"$top/hold.py" <<'PY'
 import resource, select, socket, sys, time
 port, n, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 resource.setrlimit(resource.RLIMIT_NOFILE, (n + 100, n + 100))
@@ -72,6 +72,7 @@ with open(out + ".tmp", "w") as f:
 import os; os.rename(out + ".tmp", out)
 sys.stdin.read()
 PY
+python3 "$top/hold.py" "$TERND_PORT" 1500 "$top/hold.out" <"$top/hold.in" &
 hold_pid=$!
 tap_bg_register "$hold_pid"
 exec 7>"$top/hold.in"	# the holder keeps its connections while this is open
