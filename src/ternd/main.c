@@ -8,12 +8,17 @@
  * the service manager (READY=1, notify.h). The main thread then only
  * waits for signals: SIGTERM/SIGINT drain and stop, SIGHUP (and SIGUSR1)
  * reload, between RELOADING=1 and READY=1; and at most once a second it
- * updates the STATUS= line with the queue size, when that changed.
+ * updates the STATUS= line with the queue size, when that changed, and
+ * gives the heap back to the kernel after a load of sessions ended
+ * (give_back).
  */
 #include "config.h"
 
 #include <errno.h>
 #include <getopt.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,6 +34,7 @@
 #include "cli.h"
 #include "commit.h"
 #include "control.h"
+#include "fiber.h"
 #include "fds.h"
 #include "listen.h"
 #include "log.h"
@@ -167,6 +173,32 @@ static void queue_status(int force)
 		return;
 	shown = n;
 	notify_status("queue: %llu message%s", (unsigned long long)n, n == 1 ? "" : "s");
+}
+
+/* give_back - once a second: when the inbound sessions fell to half the
+ * most seen since the last time (and by GIVE_BACK_MIN at least), hand the
+ * heap their buffers left free back to the kernel, and the stacks kept
+ * for the next sessions (fiber_give_back). glibc returns only
+ * the top of an arena by itself; after a flood of connections the free
+ * chunks below it stayed resident (207 MB after 10,000, issue 36) */
+#define GIVE_BACK_MIN 64
+static void give_back(void)
+{
+	static int most;
+	int now;
+
+	pthread_mutex_lock(&ternd.lock);
+	now = ternd.sessions;
+	pthread_mutex_unlock(&ternd.lock);
+	if (now > most) {
+		most = now;
+	} else if (most - now >= GIVE_BACK_MIN && now <= most / 2) {
+		fiber_give_back();
+#ifdef __GLIBC__
+		malloc_trim(0);
+#endif
+		most = now;
+	}
 }
 
 /* drain - SIGTERM: stop accepting, let sessions finish (bounded), stop;
@@ -339,6 +371,7 @@ int main(int argc, char **argv)
 
 		if ((sig = sigtimedwait(&set, NULL, &second)) < 0) {
 			queue_status(0);	/* EAGAIN: a second passed (or EINTR) */
+			give_back();
 			continue;
 		}
 		if (sig == SIGHUP || sig == SIGUSR1) {

@@ -46,8 +46,10 @@
 #include "unroutable.h"
 #include "xalloc.h"
 
-#define IN_SIZE 16384
-#define OUT_SIZE 8192
+#define IN_SIZE 16384		/* input buffer, grown from IN_SMALL while reads fill it */
+#define IN_SMALL 1024		/* holds a command line: an idle session needs no more */
+#define OUT_SIZE 8192		/* output buffer, grown from OUT_SMALL when replies need it */
+#define OUT_SMALL 1024
 #define CHUNK_OUT 16384
 #define PEEK_SIZE 65536
 #define RECEIVED_MAX 1024
@@ -64,10 +66,10 @@ struct session {
 	char helo[SMTP_DOMAIN_MAX + 1];
 	int greeted;
 	/* input and output */
-	char in[IN_SIZE];
-	size_t in_pos, in_len;
-	char out[OUT_SIZE];
-	size_t out_len;
+	char *in;			/* in_cap octets: IN_SMALL, up to IN_SIZE */
+	size_t in_pos, in_len, in_cap;
+	char *out;			/* out_cap octets: OUT_SMALL or OUT_SIZE */
+	size_t out_len, out_cap;
 	/* the transaction */
 	int in_mail;
 	struct q_msg msg;
@@ -81,7 +83,8 @@ struct session {
 	int own_fd;
 	int own_failed;
 	uint64_t own_len;
-	char *peek;			/* first PEEK_SIZE octets of the content */
+	char *peek;			/* first PEEK_SIZE octets of the content (NULL
+					 * between messages) */
 	size_t peek_len;
 	char received[RECEIVED_MAX];
 	size_t received_len;
@@ -151,7 +154,9 @@ static void __attribute__((format(printf, 2, 3))) reply(struct session *s, const
 		n = (int)sizeof(line) - 3;
 	line[n++] = '\r';
 	line[n++] = '\n';
-	if (s->out_len + (size_t)n > sizeof(s->out))
+	if (s->out_len + (size_t)n > s->out_cap && s->out_cap < OUT_SIZE)
+		s->out = xreallocarray(s->out, s->out_cap = OUT_SIZE, 1);
+	if (s->out_len + (size_t)n > s->out_cap)
 		flush(s);
 	memcpy(s->out + s->out_len, line, (size_t)n);
 	s->out_len += (size_t)n;
@@ -174,7 +179,7 @@ static int fill(struct session *s, long long timeout_ms)
 
 	if (s->in_pos == s->in_len)
 		s->in_pos = s->in_len = 0;
-	else if (s->in_pos > 0 && s->in_len == sizeof(s->in)) {
+	else if (s->in_pos > 0 && s->in_len == s->in_cap) {
 		memmove(s->in, s->in + s->in_pos, s->in_len - s->in_pos);
 		s->in_len -= s->in_pos;
 		s->in_pos = 0;
@@ -185,7 +190,7 @@ static int fill(struct session *s, long long timeout_ms)
 		return 0;
 	for (;;) {
 		/* Read first: under load the data is usually there already. */
-		n = recv(s->fd, s->in + s->in_len, sizeof(s->in) - s->in_len, MSG_DONTWAIT);
+		n = recv(s->fd, s->in + s->in_len, s->in_cap - s->in_len, MSG_DONTWAIT);
 		if (n < 0 && errno == EAGAIN) {
 			if (fiber_wait(s->fd, POLLIN, deadline) < 0) {
 				session_fail(s, "4.4.2", "timeout exceeded", "timeout");
@@ -200,6 +205,8 @@ static int fill(struct session *s, long long timeout_ms)
 			return 0;
 		}
 		s->in_len += (size_t)n;
+		if (s->in_len == s->in_cap && s->in_cap < IN_SIZE)	/* more is coming */
+			s->in = xreallocarray(s->in, s->in_cap *= 2, 1);
 		return 1;
 	}
 }
@@ -258,6 +265,8 @@ static void txn_reset(struct session *s)
 	s->in_mail = 0;
 	s->bdat = 0;
 	s->body_len = s->peek_len = s->received_len = 0;
+	free(s->peek);
+	s->peek = NULL;
 	s->own_len = 0;
 	s->own_failed = 0;
 }
@@ -502,6 +511,8 @@ static void content_add(struct session *s, const char *p, size_t n)
 	size_t limit = (size_t)s->conf->ternd.large_message_threshold;
 
 	crypto_generichash_update(&s->hash, (const unsigned char *)p, n);
+	if (s->peek == NULL)
+		s->peek = xmalloc(PEEK_SIZE);
 	if (s->peek_len < PEEK_SIZE) {
 		size_t k = n < PEEK_SIZE - s->peek_len ? n : PEEK_SIZE - s->peek_len;
 
@@ -862,7 +873,8 @@ void session_run(int fd, int lmtp, const char *client)
 	s->own_fd = -1;
 	snprintf(s->client, sizeof(s->client), "%s", client);
 	s->reader = smtp_data_new(SMTP_DATA_DOT, &limits);
-	s->peek = xmalloc(PEEK_SIZE);
+	s->in = xmalloc(s->in_cap = IN_SMALL);
+	s->out = xmalloc(s->out_cap = OUT_SMALL);
 	reply(s, "220 %s %s tern", ternd.hostname, lmtp ? "LMTP" : "ESMTP");
 	while (s->state == S_OK) {
 		size_t len;
@@ -882,5 +894,7 @@ void session_run(int fd, int lmtp, const char *client)
 	free(s->rcpts);
 	free(s->body);
 	free(s->peek);
+	free(s->in);
+	free(s->out);
 	free(s);
 }
