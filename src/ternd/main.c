@@ -178,13 +178,15 @@ static void queue_status(int force)
 /* give_back - once a second: when the inbound sessions fell to half the
  * most seen since the last time (and by GIVE_BACK_MIN at least), hand the
  * heap their buffers left free back to the kernel, and the stacks kept
- * for the next sessions (fiber_give_back). glibc returns only
- * the top of an arena by itself; after a flood of connections the free
+ * for the next sessions (fiber_give_back); and once more GIVE_BACK_AGAIN
+ * seconds later, for what the loops freed after. glibc returns only the
+ * top of an arena by itself; after a flood of connections the free
  * chunks below it stayed resident (207 MB after 10,000, issue 36) */
 #define GIVE_BACK_MIN 64
+#define GIVE_BACK_AGAIN 5
 static void give_back(void)
 {
-	static int most;
+	static int most, again;
 	int now;
 
 	pthread_mutex_lock(&ternd.lock);
@@ -192,13 +194,18 @@ static void give_back(void)
 	pthread_mutex_unlock(&ternd.lock);
 	if (now > most) {
 		most = now;
-	} else if (most - now >= GIVE_BACK_MIN && now <= most / 2) {
-		fiber_give_back();
-#ifdef __GLIBC__
-		malloc_trim(0);
-#endif
-		most = now;
+		return;
 	}
+	if (most - now >= GIVE_BACK_MIN && now <= most / 2) {
+		most = now;
+		again = GIVE_BACK_AGAIN;
+	} else if (again == 0 || --again > 0) {
+		return;
+	}
+	fiber_give_back();
+#ifdef __GLIBC__
+	malloc_trim(0);
+#endif
 }
 
 /* drain - SIGTERM: stop accepting, let sessions finish (bounded), stop;
@@ -254,6 +261,14 @@ int main(int argc, char **argv)
 	int ch, sig;
 
 	closefrom(3);	/* what the caller left open is not ours: ternd(8) */
+#ifdef __GLIBC__
+	/* Fixed thresholds: glibc raises them by itself each time a large
+	 * block is freed (up to 32 MB and 64 MB), and then it no longer
+	 * shrinks the top of a thread's arena, which malloc_trim leaves
+	 * alone too: after a flood up to 7.5 MB stayed in one (give_back) */
+	mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+	mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
+#endif
 	log_init(argv[0], "ternd");
 	cli_init(&cli);
 	cli.check = check_conf;	/* -n: and the unroutable domains, the descriptors */
