@@ -48,15 +48,15 @@ int cli_option(struct cli *cli, int ch, const char *arg)
 	}
 }
 
-/* route_warning - a finding of cli->check on the standard error */
-static void route_warning(const char *msg, void *arg)
+/* check_warning - a finding of cli->check on the standard error */
+static void check_warning(const char *msg, void *arg)
 {
 	(void)arg;
 	fprintf(stderr, "warning: %s\n", msg);
 }
 
 /* cli_load_conf - load the configuration, or print it for -d/-n and exit;
- * with check, -n then reports its findings on the standard error (still
+ * with check, -n then reports what it finds on the standard error (still
  * exit 0: warnings, not configuration errors) */
 struct conf *cli_load_conf(const struct cli *cli)
 {
@@ -73,7 +73,7 @@ struct conf *cli_load_conf(const struct cli *cli)
 		conf_print_settings(stdout, conf);
 		fflush(stdout);
 		if (cli->check)
-			cli->check(conf, route_warning, NULL);
+			cli->check(conf, check_warning, NULL);
 		conf_free(&conf);
 		exit(0);
 	}

@@ -19,9 +19,9 @@ struct cli {
 	int verbose;
 	int print_defaults;
 	int print_settings;
-	/* -n also reports what the program checks (ternd: unroutable domains,
-	 * the storage reserve), each finding to fn as a warning */
-	void (*check)(const struct conf *conf, void (*fn)(const char *msg, void *arg), void *arg);
+	/* -n also runs this, its findings on the standard error (ternd:
+	 * unroutable domains, descriptors, the storage reserve); NULL: none */
+	void (*check)(const struct conf *conf, void (*warn)(const char *msg, void *arg), void *arg);
 };
 
 void cli_init(struct cli *cli);

@@ -315,8 +315,9 @@ int spool_seg_remove(struct spool *sp, uint64_t id)
 
 /* spool_seg_truncate - cut a segment back to its committed length; a
  * segment of that length that holds blocks past it (reserved by a run
- * that stopped uncleanly) gives them back. 1: octets were cut */
-int spool_seg_truncate(struct spool *sp, uint64_t id, uint64_t length)
+ * that stopped uncleanly) gives them back. 1: octets were cut, and *was
+ * is the size the segment had */
+int spool_seg_truncate(struct spool *sp, uint64_t id, uint64_t length, uint64_t *was)
 {
 	char name[17];
 	struct stat st;
@@ -327,7 +328,7 @@ int spool_seg_truncate(struct spool *sp, uint64_t id, uint64_t length)
 		return -1;
 	if (fstat(fd, &st) < 0)
 		rc = -1;
-	else if ((uint64_t)st.st_size > length)
+	else if ((uint64_t)(*was = (uint64_t)st.st_size) > length)
 		rc = ftruncate(fd, (off_t)length) < 0 || fdatasync(fd) < 0 ? -1 : 1;
 	else if ((uint64_t)st.st_size == length && (uint64_t)st.st_blocks * 512 >= length + SPOOL_SLACK)
 		(void)ftruncate(fd, (off_t)length);	/* the same size: frees the blocks past it */

@@ -41,7 +41,7 @@ int spool_own_create(struct spool *sp, const char *qid);
 int spool_own_write(int fd, const void *buf, size_t n);
 int spool_own_remove(struct spool *sp, const char *qid);
 int spool_seg_remove(struct spool *sp, uint64_t id);
-int spool_seg_truncate(struct spool *sp, uint64_t id, uint64_t length);
+int spool_seg_truncate(struct spool *sp, uint64_t id, uint64_t length, uint64_t *was);
 int spool_open_body(struct spool *sp, const struct q_msg *m, off_t *offset);
 #define SPOOL_BODY_SHORT 1		/* spool_body_digest: fewer octets than m->size */
 #define SPOOL_BODY_MISMATCH 2		/* spool_body_digest: not the digest stored */

@@ -26,6 +26,7 @@
 #include "milter.h"
 #include "hist.h"
 #include "textesc.h"
+#include "trace_header.h"
 #include "xalloc.h"
 
 #define SENDER_MAX 320
@@ -486,30 +487,18 @@ static void decide_trace(struct session *s, struct trace_decision *d)
 	const struct milter_cfg *cfg = s->cfg;
 	int trusted = s->client_trusted
 		|| (s->authenticated && cfg->conf->milter.trust_authenticated);
-	char value[HDR_TRACEPARENT_MAX + 1], sig[TRACE_SIG_LEN + 1];
+	enum trace_origin origin;
 
 	hdr_check_trace(s->hc, &d->in);
 	memset(d->parent, 0, sizeof(d->parent));
 	d->delete_incoming = d->in.ntraceparent > 0 || d->in.ntracestate > 0;
 	d->origin = d->delete_incoming ? "replaced" : "new";
-	if (d->in.ntraceparent == 1 && d->in.traceparent
-	    && traceparent_parse(d->in.traceparent, d->in.traceparent_len, &d->tp) == 0) {
-		memcpy(value, d->in.traceparent, d->in.traceparent_len);
-		value[d->in.traceparent_len] = '\0';
-		/* The signature binds the Message-ID: one that is not there
-		 * signs as "", one of two or too long to keep as nothing. */
-		if (trusted
-		    || (cfg->keys.cur && d->in.tracestate && d->in.nmessage_id <= 1
-			&& (d->in.nmessage_id == 0 || d->in.message_id)
-			&& tracestate_find_sig(d->in.tracestate, d->in.tracestate_len, sig) == 1
-			&& trace_keys_verify(&cfg->keys, value,
-					     d->in.message_id ? d->in.message_id : "",
-					     d->in.message_id_len, sig))) {
-			memcpy(d->parent, d->tp.span_id, sizeof(d->parent));
-			traceparent_new_span(&d->tp);
-			d->origin = "continued";
-			return;
-		}
+	origin = trace_header_verify(&cfg->keys, &d->in, &d->tp);
+	if (origin == TRACE_OURS || (trusted && origin == TRACE_FOREIGN && d->in.ntraceparent == 1)) {
+		memcpy(d->parent, d->tp.span_id, sizeof(d->parent));
+		traceparent_new_span(&d->tp);
+		d->origin = "continued";
+		return;
 	}
 	traceparent_new(&d->tp);
 }
@@ -528,7 +517,7 @@ static int edit_trace_headers(SMFICTX *ctx, struct session *s, const struct trac
 		if (smfi_chgheader(ctx, "Tracestate", i, NULL) != MI_SUCCESS)
 			return *failed = "smfi_chgheader(Tracestate) failed", -1;
 	traceparent_format(&d->tp, tp);
-	/* over the first Message-ID, the one ternd reads; "" if there is
+	/* over the first Message-ID (the only one, if it is to verify); "" if there is
 	 * none (or it is too long to keep: then nothing verifies it) */
 	trace_sign(s->cfg->keys.cur, tp, d->in.message_id ? d->in.message_id : "",
 		   d->in.message_id ? d->in.message_id_len : 0, sig);

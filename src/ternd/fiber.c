@@ -221,6 +221,23 @@ static void stack_put(void *map)
 		munmap(map, page + FIBER_STACK);
 }
 
+/* fiber_give_back - unmap the stacks kept for the next fibers (main,
+ * once a load of sessions ended: each holds the pages its fiber used) */
+void fiber_give_back(void)
+{
+	size_t page = (size_t)getpagesize();
+	void *kept[FIBER_STACKS_KEPT];
+	int n;
+
+	pthread_mutex_lock(&stacks.lock);
+	n = stacks.n;
+	memcpy(kept, stacks.kept, (size_t)n * sizeof(kept[0]));
+	stacks.n = 0;
+	pthread_mutex_unlock(&stacks.lock);
+	for (int i = 0; i < n; i++)
+		munmap(kept[i], page + FIBER_STACK);
+}
+
 /* bury - free the fibers that ended; no event at hand names them */
 static void bury(struct loop *l)
 {

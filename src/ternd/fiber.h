@@ -17,5 +17,6 @@ int fiber_wait(int fd, short events, long long deadline);
 void fiber_park(void);
 void fiber_wake(struct fiber *f);
 int fiber_blocking(int (*fn)(void *), void *arg);
+void fiber_give_back(void);
 
 #endif

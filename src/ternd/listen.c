@@ -31,6 +31,7 @@
 
 #include "clients.h"
 #include "clock.h"
+#include "fds.h"
 #include "fiber.h"
 #include "listen.h"
 #include "log.h"
@@ -158,20 +159,29 @@ static struct ratelimit accept_warnings = RATELIMIT_INIT;
  * listener and limit */
 static struct ratelimit limit_warnings = RATELIMIT_INIT;
 
-enum refusal { REFUSE_NONE, REFUSE_SESSIONS, REFUSE_CLIENT };
+enum refusal { REFUSE_NONE, REFUSE_FDS, REFUSE_SESSIONS, REFUSE_CLIENT };
 
-/* refuse_limit - a client beyond max_inbound_sessions (421 4.3.2) or
+/* refuse_limit - a client beyond the listener's share of the file
+ * descriptors (fds.c) or max_inbound_sessions (421 4.3.2), or beyond
  * max_client_sessions (421 4.7.0, as Postfix's anvil): the reply, and
  * the warning when its cause has not had one for a minute */
 static void refuse_limit(const struct listener *l, int fd, enum refusal why, const char *client)
 {
 	const struct conf_ternd *t = &ternd_conf()->ternd;
-	const char *limit = why == REFUSE_CLIENT ? "max_client_sessions" : "max_inbound_sessions";
+	const char *limit = why == REFUSE_CLIENT ? "max_client_sessions"
+		: why == REFUSE_FDS ? "descriptors" : "max_inbound_sessions";
 	char key[sizeof(l->name) + 32], msg[200];	/* ratelimit cuts it at RATELIMIT_KEY_MAX */
 	uint64_t held;
 
 	snprintf(key, sizeof(key), "%s %s", limit, l->name);
-	if (ratelimit_pass(&limit_warnings, key, now_us(), RATELIMIT_MINUTE, &held))
+	if (!ratelimit_pass(&limit_warnings, key, now_us(), RATELIMIT_MINUTE, &held))
+		;
+	else if (why == REFUSE_FDS)
+		log_warning("%s: refused connection from %s: out of file descriptors for sessions "
+			    "(%lld per listener, the rest kept for the relay and the store) "
+			    "(%" PRIu64 " more refused since the last warning)", l->name, client,
+			    fds_sessions_max(), held);
+	else
 		log_warning("%s: refused connection from %s: %s (%lld) reached "
 			    "(%" PRIu64 " more refused since the last warning)", l->name, client, limit,
 			    why == REFUSE_CLIENT ? t->max_client_sessions : t->max_inbound_sessions, held);
@@ -248,7 +258,9 @@ static int accept_ready(void *arg)
 		}
 		snprintf(client, sizeof(client), l->unix_socket ? "local" : "[%s]", addr);
 		pthread_mutex_lock(&ternd.lock);
-		if (l->sessions >= t->max_inbound_sessions || ternd.stop == TERND_STOPPED)
+		if (l->sessions >= fds_sessions_max())
+			busy = REFUSE_FDS;
+		else if (l->sessions >= t->max_inbound_sessions || ternd.stop == TERND_STOPPED)
 			busy = REFUSE_SESSIONS;
 		else if (!clients_take(&clients, &who, t->max_client_sessions))
 			busy = REFUSE_CLIENT;

@@ -46,14 +46,19 @@ struct check {
 static int keep_seg(const struct store_seg *seg, void *arg)
 {
 	struct seg_list *l = arg;
+	uint64_t was = 0;
 	int rc;
 
 	l->ids = xgrowarray(l->ids, &l->cap, l->n + 1, sizeof(*l->ids));
 	l->ids[l->n++] = seg->id;
 	if (seg->live == 0)
 		return 0;	/* removed below */
-	rc = spool_seg_truncate(ternd.spool, seg->id, seg->length);
+	rc = spool_seg_truncate(ternd.spool, seg->id, seg->length, &was);
 	if (rc == 1) {		/* a crash during an append: check what precedes it */
+		log_warning("recovery: spool segment %016" PRIx64 ": cut at offset %" PRIu64
+			    ", %" PRIu64 " octet%s past its committed length dropped (a torn "
+			    "tail, or mail that never got 250)", seg->id, seg->length,
+			    was - seg->length, was - seg->length == 1 ? "" : "s");
 		l->cut = xgrowarray(l->cut, &l->cutcap, l->ncut + 1, sizeof(*l->cut));
 		l->cut[l->ncut++] = seg->id;
 	}

@@ -51,8 +51,10 @@
 #include "unroutable.h"
 #include "xalloc.h"
 
-#define IN_SIZE 16384
-#define OUT_SIZE 8192
+#define IN_SIZE 16384		/* input buffer, grown from IN_SMALL while reads fill it */
+#define IN_SMALL 1024		/* holds a command line: an idle session needs no more */
+#define OUT_SIZE 8192		/* output buffer, grown from OUT_SMALL when replies need it */
+#define OUT_SMALL 1024
 #define CHUNK_OUT 16384
 #define PEEK_SIZE 65536
 #define RECEIVED_MAX 1024
@@ -69,10 +71,10 @@ struct session {
 	char helo[SMTP_DOMAIN_MAX + 1];
 	int greeted;
 	/* input and output */
-	char in[IN_SIZE];
-	size_t in_pos, in_len;
-	char out[OUT_SIZE];
-	size_t out_len;
+	char *in;			/* in_cap octets: IN_SMALL, up to IN_SIZE */
+	size_t in_pos, in_len, in_cap;
+	char *out;			/* out_cap octets: OUT_SMALL or OUT_SIZE */
+	size_t out_len, out_cap;
 	/* the transaction */
 	int in_mail;
 	struct q_msg msg;
@@ -87,7 +89,8 @@ struct session {
 	int own_fd;
 	int own_failed;
 	uint64_t own_len;
-	char *peek;			/* first PEEK_SIZE octets of the content */
+	char *peek;			/* first PEEK_SIZE octets of the content (NULL
+					 * between messages) */
 	size_t peek_len;
 	char received[RECEIVED_MAX];
 	size_t received_len;
@@ -169,7 +172,9 @@ static void __attribute__((format(printf, 2, 3))) reply(struct session *s, const
 		n = (int)sizeof(line) - 3;
 	line[n++] = '\r';
 	line[n++] = '\n';
-	if (s->out_len + (size_t)n > sizeof(s->out))
+	if (s->out_len + (size_t)n > s->out_cap && s->out_cap < OUT_SIZE)
+		s->out = xreallocarray(s->out, s->out_cap = OUT_SIZE, 1);
+	if (s->out_len + (size_t)n > s->out_cap)
 		flush(s);
 	memcpy(s->out + s->out_len, line, (size_t)n);
 	s->out_len += (size_t)n;
@@ -212,7 +217,7 @@ static int fill(struct session *s, struct rdeadline *d)
 
 	if (s->in_pos == s->in_len)
 		s->in_pos = s->in_len = 0;
-	else if (s->in_pos > 0 && s->in_len == sizeof(s->in)) {
+	else if (s->in_pos > 0 && s->in_len == s->in_cap) {
 		memmove(s->in, s->in + s->in_pos, s->in_len - s->in_pos);
 		s->in_len -= s->in_pos;
 		s->in_pos = 0;
@@ -225,7 +230,7 @@ static int fill(struct session *s, struct rdeadline *d)
 		d->base = deadline_after(d->timeout);	/* after the flush: the client has its reply */
 	for (;;) {
 		/* Read first: under load the data is usually there already. */
-		n = recv(s->fd, s->in + s->in_len, sizeof(s->in) - s->in_len, MSG_DONTWAIT);
+		n = recv(s->fd, s->in + s->in_len, s->in_cap - s->in_len, MSG_DONTWAIT);
 		if (n < 0 && errno == EAGAIN) {
 			if (fiber_wait(s->fd, POLLIN, rdeadline_at(d)) < 0) {
 				char why[128];
@@ -252,6 +257,8 @@ static int fill(struct session *s, struct rdeadline *d)
 		}
 		s->in_len += (size_t)n;
 		d->octets += (unsigned long long)n;
+		if (s->in_len == s->in_cap && s->in_cap < IN_SIZE)	/* more is coming */
+			s->in = xreallocarray(s->in, s->in_cap *= 2, 1);
 		return 1;
 	}
 }
@@ -312,6 +319,8 @@ static void txn_reset(struct session *s)
 	s->bdat = 0;
 	s->bdat_total = 0;
 	s->body_len = s->peek_len = s->received_len = 0;
+	free(s->peek);
+	s->peek = NULL;
 	s->own_len = 0;
 	s->own_failed = 0;
 }
@@ -556,6 +565,8 @@ static void content_add(struct session *s, const char *p, size_t n)
 	size_t limit = (size_t)s->conf->ternd.large_message_threshold;
 
 	crypto_generichash_update(&s->hash, (const unsigned char *)p, n);
+	if (s->peek == NULL)
+		s->peek = xmalloc(PEEK_SIZE);
 	if (s->peek_len < PEEK_SIZE) {
 		size_t k = n < PEEK_SIZE - s->peek_len ? n : PEEK_SIZE - s->peek_len;
 
@@ -637,22 +648,6 @@ static void reply_all(struct session *s, const char *code_text)
 		reply(s, "%.9s <%s> %s", code_text, s->rcpts[i].addr, code_text + 10);
 }
 
-/* trace_verified - does the Traceparent value carry our signature, over
- * it and the message's first Message-ID ("" when there is none) */
-static int trace_verified(const struct session *s, const char *value)
-{
-	char sig[TRACE_SIG_LEN + 1];
-	const char *ts, *mid = "";
-	size_t tslen, midlen = 0;
-
-	if (!hdr_scan_field(s->peek, s->peek_len, "Tracestate", &ts, &tslen)
-	    || tracestate_find_sig(ts, tslen, sig) != 1)
-		return 0;
-	if (!hdr_scan_field(s->peek, s->peek_len, "Message-ID", &mid, &midlen))
-		mid = "", midlen = 0;
-	return trace_trust_verify(value, mid, midlen, sig);
-}
-
 /* trace_of - the message's trace context: its Traceparent when our
  * signature verifies (the milter's), else a new trace; a Traceparent we
  * cannot vouch for is kept as a link, never as the parent, so that no
@@ -660,23 +655,15 @@ static int trace_verified(const struct session *s, const char *value)
 static void trace_of(struct session *s)
 {
 	struct traceparent tp, in;
-	char value[TRACEPARENT_LEN + 1];
-	const char *v;
-	size_t vlen;
-	int have = hdr_scan_field(s->peek, s->peek_len, "Traceparent", &v, &vlen)
-		&& traceparent_parse(v, vlen, &in) == 0;
+	enum trace_origin origin = trace_trust_of(s->peek, s->peek_len, &in);
 
 	memset(s->msg.link_trace_id, 0, sizeof(s->msg.link_trace_id));
 	memset(s->msg.link_span_id, 0, sizeof(s->msg.link_span_id));
-	if (have) {
-		memcpy(value, v, TRACEPARENT_LEN);	/* parsed: exactly this long */
-		value[TRACEPARENT_LEN] = '\0';
-	}
-	if (have && trace_verified(s, value)) {
+	if (origin == TRACE_OURS) {
 		tp = in;
 	} else {
 		traceparent_new(&tp);
-		if (have) {
+		if (origin == TRACE_FOREIGN) {
 			memcpy(s->msg.link_trace_id, in.trace_id, sizeof(in.trace_id));
 			memcpy(s->msg.link_span_id, in.span_id, sizeof(in.span_id));
 		}
@@ -993,7 +980,8 @@ void session_run(int fd, int lmtp, const char *client)
 	s->own_fd = -1;
 	snprintf(s->client, sizeof(s->client), "%s", client);
 	s->reader = smtp_data_new(SMTP_DATA_DOT, &limits);
-	s->peek = xmalloc(PEEK_SIZE);
+	s->in = xmalloc(s->in_cap = IN_SMALL);
+	s->out = xmalloc(s->out_cap = OUT_SMALL);
 	reply(s, "220 %s %s tern", ternd.hostname, lmtp ? "LMTP" : "ESMTP");
 	while (s->state == S_OK) {
 		size_t len;
@@ -1013,5 +1001,7 @@ void session_run(int fd, int lmtp, const char *client)
 	free(s->rcpts);
 	free(s->body);
 	free(s->peek);
+	free(s->in);
+	free(s->out);
 	free(s);
 }

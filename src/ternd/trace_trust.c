@@ -10,12 +10,13 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sys/stat.h>
 
+#include "hdr_scan.h"
 #include "log.h"
 #include "trace_trust.h"
-#include "traceparent.h"
 
 static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct trace_keys keys;		/* none: no incoming trace is ours */
@@ -55,16 +56,30 @@ void trace_trust_load(const struct conf *conf, int reload)
 	trace_keys_free(&old);
 }
 
-/* trace_trust_verify - does sig sign the Traceparent value tpvalue and the
- * Message-ID msgid under a key of ours */
-int trace_trust_verify(const char *tpvalue, const char *msgid, size_t msgid_len, const char *sig)
+/* push_field - hdr_scan_each's callback: one field to the inspection */
+static void push_field(void *hc, const char *name, size_t nlen, const char *value, size_t vlen)
 {
-	int ok;
+	hdr_check_push(hc, name, nlen, value, vlen);
+}
 
+/* trace_trust_of - the trace context of a message whose content starts
+ * with hdr (canonical, len octets), by tern-milter's rule
+ * (trace_header_verify); a header that does not end within len may
+ * hide a second field, so it is at most foreign */
+enum trace_origin trace_trust_of(const char *hdr, size_t len, struct traceparent *tp)
+{
+	static const struct hdr_limits none = {ULLONG_MAX, LLONG_MAX, LLONG_MAX};
+	struct hdr_check *hc = hdr_check_new(&none);
+	struct hdr_trace_fields in;
+	enum trace_origin origin;
+	int whole = hdr_scan_each(hdr, len, push_field, hc);
+
+	hdr_check_trace(hc, &in);
 	pthread_rwlock_rdlock(&lock);
-	ok = trace_keys_verify(&keys, tpvalue, msgid, msgid_len, sig);
+	origin = trace_header_verify(&keys, &in, tp);
 	pthread_rwlock_unlock(&lock);
-	return ok;
+	hdr_check_free(&hc);
+	return origin == TRACE_OURS && !whole ? TRACE_FOREIGN : origin;
 }
 
 /* trace_trust_free - at exit */

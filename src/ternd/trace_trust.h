@@ -5,9 +5,10 @@
 #include <stddef.h>
 
 #include "conf.h"
+#include "trace_header.h"
 
 void trace_trust_load(const struct conf *conf, int reload);
-int trace_trust_verify(const char *tpvalue, const char *msgid, size_t msgid_len, const char *sig);
+enum trace_origin trace_trust_of(const char *hdr, size_t len, struct traceparent *tp);
 void trace_trust_free(void);
 
 #endif

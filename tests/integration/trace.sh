@@ -16,7 +16,8 @@
 #     another message (the signature binds the Message-ID), are recorded
 #     under a new trace id with the foreign one as an unverified link, and
 #     ternq trace of our trace shows no hop of theirs; a pair signed for
-#     its own Message-ID is continued
+#     its own Message-ID is continued; one signed for the first of two
+#     Message-ID fields is not (tern-milter's rule, one verifier for both)
 #   - key rotation: a new trace_key_file and a reload (ternd SIGHUP,
 #     tern-milter SIGUSR1): the milter signs with the new key and ternd
 #     continues that trace; a message signed with the key before, still on
@@ -322,6 +323,20 @@ ternq_ trace "signed.1@example.org" >"$top/signed.txt" 2>&1
 tap_like "a pair signed for its own Message-ID is continued, without a link" \
 	"$(grep ' accepted ' "$top/signed.txt")" \
 	" message-id=<signed\\.1@example\\.org>, trace=${own_tp:3:32}, span=${own_tp:36:16}\$"
+# signed for the first of two Message-ID fields: the milter would not
+# continue it, nor does ternd
+two_tp=00-6bf92f3577b34da6a3ce929d0e0e4736-20f067aa0ba902b7-01
+swaks --server 127.0.0.1 --port "$TERND_PORT" --from f@example.org --to ok@example.com \
+	--header "Subject: twomid" --header "Message-Id: <twomid.1@example.org>" \
+	--add-header "Message-Id: <twomid.2@example.org>" --header "Traceparent: $two_tp" \
+	--header "Tracestate: tern=2.$(sign "$two_tp" "<twomid.1@example.org>")" >"$top/twomid.swaks" 2>&1
+tap_check "ternd accepts the message with two Message-ID fields" \
+	grep -q '^<-  250 2.0.0 Ok: queued as' "$top/twomid.swaks"
+tap_check "ternd delivers it" wait_until 30 _atleast $((removed + 5)) ": removed$"
+ternq_ trace "twomid.1@example.org" >"$top/twomid.txt" 2>&1
+tap_like "two Message-ID fields, the signed one first: a new trace, theirs only as an unverified link" \
+	"$(grep ' accepted ' "$top/twomid.txt")" \
+	" message-id=<twomid\\.1@example\\.org>, trace=[0-9a-f]{32}, span=[0-9a-f]{16}, link=${two_tp:3:32}-${two_tp:36:16} \\(unverified, not ours\\)\$"
 
 # --- key rotation ------------------------------------------------------------------
 cp "$top/trace.key" "$top/key.a"
@@ -363,7 +378,7 @@ swaks --server 127.0.0.1 --port "$pf_port" --from a@example.org --to ok@example.
 	>"$top/rot-m.swaks" 2>&1
 tap_check "Postfix hands the message signed with the new key to ternd" pf_wait_empty "$pf" 60
 t_m=$(sed -n 's/.*: trace=\([0-9a-f]\{32\}\) origin=new .* verdict=accept$/\1/p' "$top/milter.log" | tail -1)
-tap_check "ternd delivers the three" wait_until 30 _atleast $((removed + 7)) ": removed$"
+tap_check "ternd delivers the three" wait_until 30 _atleast $((removed + 8)) ": removed$"
 tap_is "signed with the new key: its trace goes on in ternd" "$(trace_of rot-b)" "$t_b"
 tap_is "signed with the key before, on its way: its trace goes on" "$(trace_of rot-a)" "$t_a"
 tap_like "the milter, reloaded, gave the message a new trace ($t_m)" "$t_m" '^[0-9a-f]{32}$'
@@ -376,7 +391,7 @@ tap_check "a reload with a key file others can read is logged, the keys stay" wa
 	": trace_key_file $top/trace\.key: key is accessible by others \(mode 0644\); chmod 600 it: the keys read before still verify$"
 t_c=$(sent rot-c "$top/key.c")
 t_b2=$(sent rot-b2 "$top/key.b")
-tap_check "ternd delivers the three" wait_until 30 _atleast $((removed + 10)) ": removed$"
+tap_check "ternd delivers the three" wait_until 30 _atleast $((removed + 11)) ": removed$"
 t=$(trace_of rot-a2)
 tap_like "two keys back: recorded under a new trace, not its own ($t_a2)" "$t" '^[0-9a-f]{32}$'
 tap_is "two keys back: the trace is not ours" "$([ "$t" != "$t_a2" ] && echo new)" new

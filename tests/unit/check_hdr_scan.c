@@ -1,12 +1,14 @@
 /*
  * check_hdr_scan - finding one header field in canonical message bytes:
  * the first field wins, names match without case, values are trimmed,
- * the header ends at the empty line, folded values are not returned.
+ * the header ends at the empty line, folded values are not returned;
+ * and every field in order, folded ones whole (hdr_scan_each).
  * Every case is also run from a copy of exactly its length, so a read
  * past the end shows under ASan.
  */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -127,6 +129,44 @@ START_TEST(test_prefixes)
 }
 END_TEST
 
+/* collect - hdr_scan_each's callback: "name=value;" per field */
+static void collect(void *arg, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+	char *out = arg;
+	size_t n = strlen(out);
+
+	snprintf(out + n, 512 - n, "%.*s=%.*s;", (int)nlen, name, (int)vlen, value);
+}
+
+/* every field in order, folded values whole, and whether the header ended */
+static const struct {
+	const char *buf, *fields;
+	int whole;
+} each_cases[] = {
+	{"A: 1\r\nB:\r\n x\r\n\ty\r\nC: z\r\n\r\nD: body\r\n", "A= 1;B=\r\n x\r\n\ty;C= z;", 1},
+	{"A: 1\r\nnot a field\r\nB: 2\r\n\r\n", "A= 1;", 1},
+	{"A: 1\r\n: no name\r\n", "A= 1;", 1},
+	{"A: 1\r\nB: 2", "A= 1;B= 2;", 0},
+	{"A: 1\r\nB: 2\r\n", "A= 1;B= 2;", 0},
+	{"A: 1\r\nBB", "A= 1;", 0},
+	{"", "", 0},
+	{"\r\n", "", 1},
+};
+
+START_TEST(test_each)
+{
+	char out[512] = "";
+	size_t len = strlen(each_cases[_i].buf);
+	char *buf = malloc(len ? len : 1);
+
+	ck_assert_ptr_nonnull(buf);
+	memcpy(buf, each_cases[_i].buf, len);
+	ck_assert_int_eq(hdr_scan_each(buf, len, collect, out), each_cases[_i].whole);
+	ck_assert_str_eq(out, each_cases[_i].fields);
+	free(buf);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("hdr_scan");
@@ -134,6 +174,7 @@ int main(void)
 
 	tcase_add_loop_test(tc, test_scan, 0, N_ELEMENTS(cases));
 	tcase_add_test(tc, test_prefixes);
+	tcase_add_loop_test(tc, test_each, 0, N_ELEMENTS(each_cases));
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }

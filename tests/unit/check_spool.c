@@ -460,6 +460,7 @@ END_TEST
 START_TEST(test_reserve_after_crash)
 {
 	char path[4400];
+	uint64_t was;
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/seg/0000000000000005", sdir);
@@ -469,7 +470,7 @@ START_TEST(test_reserve_after_crash)
 	ck_assert_int_eq(fallocate(fd, FALLOC_FL_KEEP_SIZE, 9, 4 << 20), 0);
 	close(fd);
 	ck_assert_int_ge(seg_disk("0000000000000005"), 4 << 20);
-	ck_assert_int_eq(spool_seg_truncate(sp, 5, 9), 0);	/* nothing cut */
+	ck_assert_int_eq(spool_seg_truncate(sp, 5, 9, &was), 0);	/* nothing cut */
 	ck_assert_int_lt(seg_disk("0000000000000005"), 64 << 10);
 	seg_holds("0000000000000005", "committed", 9);
 }
@@ -513,6 +514,7 @@ START_TEST(test_truncate)
 {
 	unsigned char data[100], *buf;
 	struct iovec iov[] = {{data, sizeof(data)}};
+	uint64_t was;
 	ssize_t len;
 
 	for (size_t i = 0; i < sizeof(data); i++)
@@ -522,16 +524,17 @@ START_TEST(test_truncate)
 	ck_assert_int_eq(spool_sync(sp), 0);
 	spool_abandon_segment(sp);
 	/* garbage past the committed length is cut */
-	ck_assert_int_eq(spool_seg_truncate(sp, 3, 60), 1);
+	ck_assert_int_eq(spool_seg_truncate(sp, 3, 60, &was), 1);
+	ck_assert_uint_eq(was, sizeof(data));
 	ck_assert_int_eq(seg_size("0000000000000003"), 60);
-	ck_assert_int_eq(spool_seg_truncate(sp, 3, 60), 0);	/* nothing to do */
+	ck_assert_int_eq(spool_seg_truncate(sp, 3, 60, &was), 0);	/* nothing to do */
 	ck_assert_int_eq(seg_size("0000000000000003"), 60);
 	/* committed data missing: reported, never padded */
 	errno = 0;
-	ck_assert_int_eq(spool_seg_truncate(sp, 3, 61), -1);
+	ck_assert_int_eq(spool_seg_truncate(sp, 3, 61, &was), -1);
 	ck_assert_int_eq(errno, EIO);
 	errno = 0;
-	ck_assert_int_eq(spool_seg_truncate(sp, 3, 1ULL << 40), -1);
+	ck_assert_int_eq(spool_seg_truncate(sp, 3, 1ULL << 40, &was), -1);
 	ck_assert_int_eq(errno, EIO);
 	ck_assert_int_eq(seg_size("0000000000000003"), 60);
 	buf = file_read("seg", "0000000000000003", &len);
@@ -539,22 +542,22 @@ START_TEST(test_truncate)
 	ck_assert_int_eq(memcmp(buf, data, 60), 0);
 	free(buf);
 	/* down to nothing */
-	ck_assert_int_eq(spool_seg_truncate(sp, 3, 0), 1);
+	ck_assert_int_eq(spool_seg_truncate(sp, 3, 0, &was), 1);
 	ck_assert_int_eq(seg_size("0000000000000003"), 0);
 	/* a segment that cannot be examined: an error, never a guess */
 	append_one(4, 5);
 	fstat_errno = EOVERFLOW;
 	errno = 0;
-	ck_assert_int_eq(spool_seg_truncate(sp, 4, 5), -1);
+	ck_assert_int_eq(spool_seg_truncate(sp, 4, 5, &was), -1);
 	ck_assert_int_eq(errno, EOVERFLOW);
-	ck_assert_int_eq(spool_seg_truncate(sp, 4, 2), -1);
+	ck_assert_int_eq(spool_seg_truncate(sp, 4, 2, &was), -1);
 	ck_assert_int_eq(errno, EOVERFLOW);
 	fstat_errno = 0;
 	ck_assert_int_eq(seg_size("0000000000000004"), 5);
 	ck_assert_int_eq(spool_seg_remove(sp, 4), 0);
 	/* a missing segment */
 	errno = 0;
-	ck_assert_int_eq(spool_seg_truncate(sp, 4, 0), -1);
+	ck_assert_int_eq(spool_seg_truncate(sp, 4, 0, &was), -1);
 	ck_assert_int_eq(errno, ENOENT);
 	ck_assert_int_eq(seg_size("0000000000000004"), -1);
 }
