@@ -7,7 +7,9 @@
  * just before smfi_main(): the socket listens already, so a connection
  * made from then on waits in its backlog. libmilter's own signal thread
  * turns SIGTERM, SIGHUP and SIGINT into a stop; SIGUSR1 reloads, from our
- * sigwait() thread, between RELOADING=1 and READY=1.
+ * sigwait() thread, between RELOADING=1 and READY=1. All of them are
+ * blocked before anything else, so that one sent while we start is taken
+ * once we have started.
  * smfi_main() returns without joining sessions, so shared state is only
  * freed once the last session has closed (or never, if stop_timeout runs
  * out first: the process exits anyway).
@@ -291,6 +293,9 @@ int main(int argc, char **argv)
 	int ch, rc, left;
 
 	closefrom(3);	/* what the caller left open is not ours: tern-milter(8) */
+	/* Before anything is opened: a SIGUSR1 sent once the socket exists
+	 * waits for our signal thread (a reload) instead of killing us. */
+	privs_signals_block(&set);
 	log_init(argv[0], "milter");
 	cli_init(&cli);
 	while ((ch = getopt_long(argc, argv, CLI_COMMON_OPTS "K:Vh", longopts, NULL)) != -1) {
@@ -360,23 +365,12 @@ int main(int argc, char **argv)
 	if (privs_drop(conf->global.user, err, sizeof(err)) < 0)
 		log_fatal("%s", err);
 
-	/*
-	 * Block the stop signals too before starting our thread, or the
-	 * kernel may deliver them to it and kill the process: libmilter's
-	 * own signal thread (started by smfi_main) must be the one to take
-	 * them. Ours waits for SIGUSR1 and SIGUSR2 only.
-	 */
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGUSR1);
-	sigaddset(&set, SIGUSR2);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	/* Our thread waits for SIGUSR1 and SIGUSR2 only; the stop signals,
+	 * blocked since main() began, are taken by libmilter's own signal
+	 * thread (started by smfi_main), the only one that may take them. */
 	sigemptyset(&usr1);
 	sigaddset(&usr1, SIGUSR1);
 	sigaddset(&usr1, SIGUSR2);
-	signal(SIGPIPE, SIG_IGN);
 	small_stacks();		/* before the first thread */
 	if (pthread_create(&tid, NULL, signal_thread, &usr1) != 0)
 		log_fatal("cannot start the signal thread");
