@@ -22,6 +22,10 @@
 # run (the install test runs the installed ones); default: the build's.
 # ternd_use_bin PATH makes later starts run PATH (a benchmark comparing
 # two builds).
+#
+# TERND_PRELOAD, when set, is put in ternd's LD_PRELOAD (before the test's
+# own): tests/fault/slowsync.so makes its commits slow, for the races of
+# the tests (tests/RELIABILITY.md).
 
 _ternd_bin=${TERND_BIN:-${top_builddir:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}/src/ternd/ternd}
 _ternq_bin=${TERNQ_BIN:-${top_builddir:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}/src/ternq/ternq}
@@ -57,10 +61,12 @@ ternd_use_bin() {
 
 # ternd_start - start ternd with the current configuration, wait for it
 ternd_start() {
-	local starts
+	local starts preload
 	starts=$(grep -c ": started: " "$TERND_LOG" 2>/dev/null)
 	starts=${starts:-0}
-	"$_ternd_bin" -f -c "$TERND_CONF" >>"$TERND_LOG" 2>&1 &
+	preload=${LD_PRELOAD:-}
+	[ -n "${TERND_PRELOAD:-}" ] && preload=$TERND_PRELOAD${preload:+:$preload}
+	LD_PRELOAD=$preload "$_ternd_bin" -f -c "$TERND_CONF" >>"$TERND_LOG" 2>&1 &
 	TERND_PID=$!
 	tap_bg_register "$TERND_PID"
 	# The port accepts as soon as it is bound; ternd is ready when it says so.
