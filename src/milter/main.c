@@ -9,7 +9,8 @@
  * turns SIGTERM, SIGHUP and SIGINT into a stop; SIGUSR1 reloads, from our
  * sigwait() thread, between RELOADING=1 and READY=1. All of them are
  * blocked before anything else, so that one sent while we start is taken
- * once we have started.
+ * once we have started; our thread starts last, since a reload frees the
+ * configuration the start reads.
  * smfi_main() returns without joining sessions, so shared state is only
  * freed once the last session has closed (or never, if stop_timeout runs
  * out first: the process exits anyway).
@@ -365,27 +366,32 @@ int main(int argc, char **argv)
 	if (privs_drop(conf->global.user, err, sizeof(err)) < 0)
 		log_fatal("%s", err);
 
-	/* Our thread waits for SIGUSR1 and SIGUSR2 only; the stop signals,
-	 * blocked since main() began, are taken by libmilter's own signal
-	 * thread (started by smfi_main), the only one that may take them. */
-	sigemptyset(&usr1);
-	sigaddset(&usr1, SIGUSR1);
-	sigaddset(&usr1, SIGUSR2);
 	small_stacks();		/* before the first thread */
-	if (pthread_create(&tid, NULL, signal_thread, &usr1) != 0)
-		log_fatal("cannot start the signal thread");
-	pthread_detach(tid);
-	/* metrics_listen: after the privilege drop (an unprivileged port), and
-	 * after the signal mask, which its thread inherits */
+	/* metrics_listen: after the privilege drop (an unprivileged port);
+	 * its thread, as the journal's, inherits the signal mask */
 	milter_metrics_init();
 	if (m->metrics_listen[0] && (metrics = metrics_serve(m->metrics_listen, err, sizeof(err))) == NULL)
 		log_fatal("%s", err);
-	journal_start(conf);	/* its thread, too, has the stop signals blocked */
+	journal_start(conf);
 
 	log_info("starting on %s (trace %s, metrics %s)", m->listen, m->trace ? "on" : "off",
 		 m->metrics_listen[0] ? m->metrics_listen : "off");
 	notify_status("listening on %s", m->listen);
 	notify_ready();
+	/*
+	 * Our signal thread last: a reload frees the configuration it
+	 * replaces, conf and m above, and a SIGUSR1 sent while we started
+	 * is pending, so the thread reloads at once. It waits for SIGUSR1
+	 * and SIGUSR2 only; the stop signals, blocked since main() began,
+	 * are taken by libmilter's own signal thread (started by
+	 * smfi_main), the only one that may take them.
+	 */
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	sigaddset(&usr1, SIGUSR2);
+	if (pthread_create(&tid, NULL, signal_thread, &usr1) != 0)
+		log_fatal("cannot start the signal thread");
+	pthread_detach(tid);
 	rc = smfi_main();
 	notify_stopping();
 	pthread_mutex_lock(&milter_lock);
