@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -207,6 +208,26 @@ int privs_drop(const char *user, char *err, size_t errlen)
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * privs_signals_block - block the signals a daemon takes with sigwait()
+ * (SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2; set: them) and ignore
+ * SIGPIPE. First thing in main(), before anything is opened: an admin's
+ * reload or a service manager's stop sent once the socket exists must wait
+ * for the daemon to take it, not kill it with the default action (status
+ * 129, 138). Threads inherit the mask; a fork (privs_daemonize) keeps it.
+ */
+void privs_signals_block(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGHUP);
+	sigaddset(set, SIGUSR1);
+	sigaddset(set, SIGUSR2);
+	pthread_sigmask(SIG_BLOCK, set, NULL);
+	signal(SIGPIPE, SIG_IGN);
 }
 
 /* privs_daemonize - detach from the terminal; the parent exits */

@@ -7,7 +7,10 @@
  * just before smfi_main(): the socket listens already, so a connection
  * made from then on waits in its backlog. libmilter's own signal thread
  * turns SIGTERM, SIGHUP and SIGINT into a stop; SIGUSR1 reloads, from our
- * sigwait() thread, between RELOADING=1 and READY=1.
+ * sigwait() thread, between RELOADING=1 and READY=1. All of them are
+ * blocked before anything else, so that one sent while we start is taken
+ * once we have started; our thread starts last, since a reload frees the
+ * configuration the start reads.
  * smfi_main() returns without joining sessions, so shared state is only
  * freed once the last session has closed (or never, if stop_timeout runs
  * out first: the process exits anyway).
@@ -314,6 +317,9 @@ int main(int argc, char **argv)
 	int ch, rc, left;
 
 	closefrom(3);	/* what the caller left open is not ours: tern-milter(8) */
+	/* Before anything is opened: a SIGUSR1 sent once the socket exists
+	 * waits for our signal thread (a reload) instead of killing us. */
+	privs_signals_block(&set);
 	log_init(argv[0], "milter");
 	cli_init(&cli);
 	while ((ch = getopt_long(argc, argv, CLI_COMMON_OPTS "K:Vh", longopts, NULL)) != -1) {
@@ -385,38 +391,32 @@ int main(int argc, char **argv)
 		log_fatal("%s", err);
 	pid_file_open(conf);
 
-	/*
-	 * Block the stop signals too before starting our thread, or the
-	 * kernel may deliver them to it and kill the process: libmilter's
-	 * own signal thread (started by smfi_main) must be the one to take
-	 * them. Ours waits for SIGUSR1 and SIGUSR2 only.
-	 */
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGUSR1);
-	sigaddset(&set, SIGUSR2);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	sigemptyset(&usr1);
-	sigaddset(&usr1, SIGUSR1);
-	sigaddset(&usr1, SIGUSR2);
-	signal(SIGPIPE, SIG_IGN);
 	small_stacks();		/* before the first thread */
-	if (pthread_create(&tid, NULL, signal_thread, &usr1) != 0)
-		log_fatal("cannot start the signal thread");
-	pthread_detach(tid);
-	/* metrics_listen: after the privilege drop (an unprivileged port), and
-	 * after the signal mask, which its thread inherits */
+	/* metrics_listen: after the privilege drop (an unprivileged port);
+	 * its thread, as the journal's, inherits the signal mask */
 	milter_metrics_init();
 	if (m->metrics_listen[0] && (metrics = metrics_serve(m->metrics_listen, err, sizeof(err))) == NULL)
 		log_fatal("%s", err);
-	journal_start(conf);	/* its thread, too, has the stop signals blocked */
+	journal_start(conf);
 
 	log_info("starting on %s (trace %s, metrics %s)", m->listen, m->trace ? "on" : "off",
 		 m->metrics_listen[0] ? m->metrics_listen : "off");
 	notify_status("listening on %s", m->listen);
 	notify_ready();
+	/*
+	 * Our signal thread last: a reload frees the configuration it
+	 * replaces, conf and m above, and a SIGUSR1 sent while we started
+	 * is pending, so the thread reloads at once. It waits for SIGUSR1
+	 * and SIGUSR2 only; the stop signals, blocked since main() began,
+	 * are taken by libmilter's own signal thread (started by
+	 * smfi_main), the only one that may take them.
+	 */
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	sigaddset(&usr1, SIGUSR2);
+	if (pthread_create(&tid, NULL, signal_thread, &usr1) != 0)
+		log_fatal("cannot start the signal thread");
+	pthread_detach(tid);
 	rc = smfi_main();
 	notify_stopping();
 	pthread_mutex_lock(&milter_lock);

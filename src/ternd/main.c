@@ -6,8 +6,10 @@
  * to the tern user, open the queue database and the spool (so their
  * files belong to that user), recover, and start the threads; then tell
  * the service manager (READY=1, notify.h). The main thread then only
- * waits for signals: SIGTERM/SIGINT drain and stop, SIGHUP (and SIGUSR1)
- * reload, between RELOADING=1 and READY=1; and at most once a second it
+ * waits for signals (blocked from the first line of main(), so that one
+ * sent while we start is taken once we have started): SIGTERM/SIGINT
+ * drain and stop, SIGHUP (and SIGUSR1) reload, between RELOADING=1 and
+ * READY=1; SIGUSR2 reopens log_file; and at most once a second it
  * updates the STATUS= line with the queue size, when that changed, and
  * gives the heap back to the kernel after a load of sessions ended
  * (give_back).
@@ -257,6 +259,10 @@ int main(int argc, char **argv)
 	int ch, sig, left;
 
 	closefrom(3);	/* what the caller left open is not ours: ternd(8) */
+	/* Before anything is opened: SIGHUP, SIGUSR1 (reload), SIGUSR2
+	 * (reopen log_file), SIGTERM and SIGINT sent while we start wait for
+	 * the loop below instead of killing us. */
+	privs_signals_block(&set);
 #ifdef __GLIBC__
 	/* Fixed thresholds: glibc raises them by itself each time a large
 	 * block is freed (up to 32 MB and 64 MB), and then it no longer
@@ -355,16 +361,8 @@ int main(int argc, char **argv)
 	write_pid();
 	stats_init(ternd.conf);
 
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGUSR1);	/* reloads too, as for tern-milter */
-	sigaddset(&set, SIGUSR2);	/* reopens log_file */
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	signal(SIGPIPE, SIG_IGN);
-	/* metrics_listen: after the privilege drop (an unprivileged port), and
-	 * after the signal mask, which its thread inherits */
+	/* metrics_listen: after the privilege drop (an unprivileged port); its
+	 * thread inherits the signal mask, as every thread does */
 	stats_start(ternd.conf);
 	commit_start();
 	spanfile_start();

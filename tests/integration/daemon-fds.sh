@@ -61,6 +61,16 @@ with_lock() {
 	return $rc
 }
 
+# accepted PID PORT... - PID holds an accepted connection on each of its
+# ports PORT (one still in the listen queue belongs to no process)
+accepted() {
+	local pid=$1 port
+	shift
+	for port in "$@"; do
+		ss -Htnp state established "( sport = :$port )" | grep -q "pid=$pid," || return 1
+	done
+}
+
 # check_fds NAME PID - the checks of 1. and 2. on a running daemon
 check_fds() {
 	tap_is "$1 holds no descriptor on the starting shell's lock file" "$(fds_on "$2" "$lock" | tr '\n' ' ')" ""
@@ -94,7 +104,7 @@ exec 8<>"/dev/tcp/127.0.0.1/$TERND_PORT"
 read -r -t 5 greeting <&8
 tap_like "an SMTP session to ternd is open" "${greeting:-}" '^220 '
 exec 9<>"/dev/tcp/127.0.0.1/$metrics_port"
-sleep 0.5
+tap_check "ternd has accepted the metrics connection" wait_until 10 accepted "$TERND_PID" "$metrics_port"
 check_fds ternd "$TERND_PID"
 exec 8>&- 9>&-
 rc=0
@@ -136,7 +146,7 @@ tap_check "tern-milter listens" wait_for_port "$mport"
 tap_check "tern-milter serves metrics" wait_for_port "$mmetrics"
 # an MTA connection (libmilter's) and a metrics connection held open
 exec 8<>"/dev/tcp/127.0.0.1/$mport" 9<>"/dev/tcp/127.0.0.1/$mmetrics"
-sleep 0.5
+tap_check "tern-milter has accepted both" wait_until 10 accepted "$mpid" "$mport" "$mmetrics"
 check_fds tern-milter "$mpid"
 tap_is "tern-milter holds the MTA connection" \
 	"$(ss -Htn state established "( sport = :$mport )" | wc -l)" 1

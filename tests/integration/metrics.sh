@@ -46,9 +46,15 @@ value() {
 	awk -v s="$2" '$1 == s { print $2 }' "$1"
 }
 
-# metric_is PORT SERIES WANT - scrape, and is SERIES WANT?
+# metric_is PORT SERIES WANT [SERIES WANT...] - scrape, and is each SERIES WANT?
 metric_is() {
-	scrape "$1" "$top/poll.prom" >/dev/null && [ "$(value "$top/poll.prom" "$2")" = "$3" ]
+	local port=$1
+	shift
+	scrape "$port" "$top/poll.prom" >/dev/null || return 1
+	while [ $# -ge 2 ]; do
+		[ "$(value "$top/poll.prom" "$1")" = "$2" ] || return 1
+		shift 2
+	done
 }
 
 # --- ternd ----------------------------------------------------------------------
@@ -105,6 +111,11 @@ parked=$(ternq_ list --json | python3 -c 'import json,sys; print(" ".join(json.l
 tap_like "one message left in the queue" "$parked" '^[0-9A-Z]{13}$'
 tap_check "ternq hold" ternq_ hold "$parked"
 
+# A delivery is counted before the queue gauges and the connection's state
+# change (relay_result_done): wait for those too before the scrape.
+wait_until 30 metric_is "$tm_port" 'tern_queue_messages{state="queued"}' 0 \
+	'tern_queue_messages{state="hold"}' 1 'tern_queue_recipients{peer="plain"}' 0 \
+	'tern_connections{peer="plain",state="idle"}' 1
 code=$(scrape "$tm_port" "$top/ternd.prom")
 tap_is "GET /metrics: 200" "$code" 200
 tap_check "promtool check metrics: ternd" sh -c "promtool check metrics <'$top/ternd.prom' >'$top/promtool-ternd.out' 2>&1"
@@ -213,6 +224,7 @@ EOF
 tap_is "4 messages for the codes peer accepted" "$?" 0
 tap_check "3 bounced by the codes peer" wait_until 60 metric_is "$tm_port" 'tern_deliveries_total{peer="codes",status="bounced"}' 3
 tap_check "1 deferred by the codes peer" wait_until 60 metric_is "$tm_port" 'tern_deliveries_total{peer="codes",status="deferred"}' 1
+wait_until 30 metric_is "$tm_port" 'tern_queue_recipients{peer="codes"}' 1
 scrape "$tm_port" "$top/codes.prom" >/dev/null
 tap_is "tern_delivery_codes_total of the codes peer: 5.1.1, other (5.9.9), 5.0.0 (none given), 4.7.0" \
 	"$(grep '^tern_delivery_codes_total{peer="codes"' "$top/codes.prom" | sort | tr '\n' ' ')" \

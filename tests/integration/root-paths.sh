@@ -49,7 +49,8 @@ CONF
 setpriv --reuid=tern --regid=tern --init-groups "$racer" "$top/run" "$canary" >"$top/racer.out" 2>&1 &
 rpid=$!
 tap_bg_register $rpid
-sleep 0.2
+# the daemons start only once the racer watches RUN_DIR
+wait_until 10 grep -qx watching "$top/racer.out" || tap_diag "the racer does not watch: $(cat "$top/racer.out")"
 
 # clear_run - what a round left in RUN_DIR (the racer's links too)
 clear_run() {

@@ -132,10 +132,15 @@ tap_is "... and the message is released" "$(state "$q1")" queued
 
 # --- 3. a slow client holds only itself ---------------------------------------------------
 
+# control_accepted - ternd holds an accepted connection on its control socket
+control_accepted() {
+	ss -Hxp state connected | grep -F " $sock " | grep -q "pid=$TERND_PID,"
+}
+
 python3 "$client" slow "$sock" $'ping\n' 5 20 >"$top/slow" 2>&1 &
 slow=$!
 tap_bg_register $slow
-sleep 1
+tap_check "ternd has accepted the slow client" wait_until 10 control_accepted
 start=${EPOCHREALTIME//[.,]/}
 timeout 8 "$_ternq_bin" -c "$TERND_CONF" hold "$q1" 2>"$top/err"
 rc=$?

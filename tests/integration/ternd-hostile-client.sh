@@ -29,6 +29,19 @@ top=$(tap_tmpdir)
 ternd_setup "$top/t" "recipient_limit = 1000" "max_inbound_sessions = 5" \
 	"max_errors = 20" "message_size_limit = 10MB" || exit 1
 
+# lost_connections - how many lost connections ternd logged
+lost_connections() {
+	grep -c 'lost connection' "$TERND_LOG"
+}
+
+# greeting - the greeting a new session gets; served - it is a 220
+greeting() {
+	client <<<'print(S().greeting)'
+}
+served() {
+	[[ $(greeting) == "220 "* ]]
+}
+
 # client SCRIPT - run a python client against the SMTP listener. The
 # script gets `port` and two helpers: conn() (connected, greeting read)
 # and replies(sock, n) (the next n replies' last lines, in order).
@@ -165,11 +178,11 @@ client <<-'EOF'
 	    c.replies(n)
 	    c.abort()
 EOF
-sleep 2	# (the sessions notice the disconnects)
+# Each session logs its lost connection as it ends: wait for all 7 (qcount
+# then waits for the commits before its query).
+tap_wait_is "4: ternd logged each lost connection" 7 lost_connections
 tap_is "4: after 7 abrupt disconnects (MAIL, RCPT, DATA, mid-content x2, mid-BDAT x2) nothing is queued" \
 	"$(qcount)" "$before"
-tap_is "4: ternd logged each lost connection" \
-	"$(grep -c 'lost connection' "$TERND_LOG")" 7
 ternd_stop
 ternd_start
 ternq_ list --json | python3 -c 'import json,sys; [print(json.loads(l)["spool_file"]) for l in sys.stdin]' |
@@ -192,8 +205,10 @@ out=$(client <<-'EOF'
 EOF
 )
 tap_is "5: 8 sessions against max_inbound_sessions = 5: exactly 3 get 421 4.3.2" "$out" "5 x 220, 3 x 421 4.3.2"
-sleep 1
-tap_like "5: afterwards a new session is served" "$(client <<<'print(S().greeting)')" '^220 '
+# the aborted sessions end as their threads see the disconnects: wait for
+# a session that is served, up to 10 s
+wait_until 10 served
+tap_like "5: afterwards a new session is served" "$(greeting)" '^220 '
 
 # --- 6. BDAT past message_size_limit -----------------------------------------------------
 

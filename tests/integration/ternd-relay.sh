@@ -484,6 +484,9 @@ tap_like "8: deferred while the peer is down" \
 tap_like "8: the attempt at the end of the lifetime bounces the recipient with 4.4.7" \
 	"$(grep -E ": $xqid: to=<quinn@down\.test>, " "$TERND_LOG" | tail -1)" \
 	"relay=none, $d, dsn=4\\.4\\.7, status=expired \\(message expired in the queue; last reason: connect to 127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\]:$down_port: Connection refused\\), tls=none$"
+# The scheduler queues the notification after the bounce's commit, so
+# after "removed": wait for its own line.
+wait_until 15 _atleast 1 ": $xqid: sender non-delivery notification: "
 xdsn=$(sed -nE "s/^.*: $xqid: sender non-delivery notification: ($q)\$/\\1/p" "$TERND_LOG")
 tap_like "8: a non-delivery notification is queued for the expired recipient" "$xdsn" "^$q\$"
 [ -n "$xdsn" ] && wait_until 10 _atleast 1 ": $xdsn: removed$"

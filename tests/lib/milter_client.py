@@ -5,7 +5,7 @@ For what miltertest cannot send: miltertest crashes on a header field
 over 64 KB, which Postfix sends as it is (header_size_limit = 102400).
 Usage:
 
-    milter_client.py HOST:PORT HEADERFILE
+    milter_client.py HOST:PORT|unix:PATH HEADERFILE
 
 Sends one message from 192.0.2.1 (queue id HUGE1) whose header fields
 are HEADERFILE's lines ("Name: value", one field a line), and prints the
@@ -19,8 +19,13 @@ import socket
 import struct
 import sys
 
-host, port = sys.argv[1].rsplit(":", 1)
-s = socket.create_connection((host, int(port)), timeout=60)
+if sys.argv[1].startswith("unix:"):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(60)
+    s.connect(sys.argv[1][5:])
+else:
+    host, port = sys.argv[1].rsplit(":", 1)
+    s = socket.create_connection((host, int(port)), timeout=60)
 
 
 def send(cmd, data=b""):

@@ -6,7 +6,8 @@
  *
  *     symlink_racer DIR TARGET      (run as that other user; stop it with SIGTERM)
  *
- * It prints one line "swapped NAME" per socket it replaced. A test tool:
+ * It prints "watching" once its watch is in place, then one line
+ * "swapped NAME" per socket it replaced. A test tool:
  * never built into anything installed.
  */
 #include <errno.h>
@@ -31,6 +32,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	printf("watching\n");
 	for (;;) {
 		ssize_t n = read(fd, buf, sizeof(buf));
 

@@ -89,6 +89,25 @@ tap_is() {
 	fi
 }
 
+# tap_wait_is DESCRIPTION EXPECTED CMD [ARG...] - wait (up to TAP_WAIT s,
+# default 20) until CMD prints EXPECTED, then test its output as tap_is
+# does. For a state that comes after the event the test saw (a commit
+# after a log line or a reply, a delivered file after the peer's 250, a
+# metric after a log line): wait for that state, not for the event.
+tap_wait_is() {
+	local desc=$1 want=$2
+	shift 2
+	wait_until "${TAP_WAIT:-20}" _tap_prints "$want" "$@"
+	tap_is "$desc" "$("$@" 2>&1)" "$want"
+}
+
+# _tap_prints EXPECTED CMD [ARG...] - CMD prints EXPECTED
+_tap_prints() {
+	local want=$1
+	shift
+	[ "$("$@" 2>&1)" = "$want" ]
+}
+
 # tap_like - ok if GOT matches the extended regular expression REGEX
 tap_like() {
 	if [[ $2 =~ $3 ]]; then

@@ -23,6 +23,10 @@
 # run (the install test runs the installed ones); default: the build's.
 # ternd_use_bin PATH makes later starts run PATH (a benchmark comparing
 # two builds).
+#
+# TERND_PRELOAD, when set, is put in ternd's LD_PRELOAD (before the test's
+# own): tests/fault/slowsync.so makes its commits slow, for the races of
+# the tests (tests/RELIABILITY.md).
 
 _ternd_bin=${TERND_BIN:-${top_builddir:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}/src/ternd/ternd}
 _ternq_bin=${TERNQ_BIN:-${top_builddir:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}/src/ternq/ternq}
@@ -59,7 +63,10 @@ ternd_use_bin() {
 # ternd_spawn - start ternd with the current configuration, without
 # waiting for it (a supervisor that polls the state itself)
 ternd_spawn() {
-	"$_ternd_bin" -f -c "$TERND_CONF" >>"$TERND_LOG" 2>&1 &
+	local preload=${LD_PRELOAD:-}
+
+	[ -n "${TERND_PRELOAD:-}" ] && preload=$TERND_PRELOAD${preload:+:$preload}
+	LD_PRELOAD=$preload "$_ternd_bin" -f -c "$TERND_CONF" >>"$TERND_LOG" 2>&1 &
 	TERND_PID=$!
 	tap_bg_register "$TERND_PID"
 }

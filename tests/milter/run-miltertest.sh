@@ -62,9 +62,9 @@ while read -r _ tp ts mid; do
 		rc=1
 	fi
 done < <(grep '^SIGCHECK ' "$dir/out")
-sleep 0.2	# the log line is written after the reply
+# A log line is written after the reply: wait for each (5 s at most).
 while IFS= read -r re; do
-	if ! grep -Eq -- "$re" "$dir/milter.log"; then
+	if ! wait_until 5 grep -Eq -- "$re" "$dir/milter.log"; then
 		echo "FAIL: no log line matches: $re"
 		rc=1
 	fi
