@@ -36,7 +36,8 @@ static void reencode(size_t (*enc)(const void *, unsigned char *, size_t), const
 	free(buf);
 }
 
-/* upgraded - a record of the older layout (version 1: no trace link)
+/* upgraded - a record of the older layout (version 1: a message or
+ * history record without the trace link, a recipient without its flags)
  * decoded into rec is written in the current one (version 2): its
  * encoding must decode, and encode again to itself (size: the input's) */
 static void upgraded(size_t (*enc)(const void *, unsigned char *, size_t),
@@ -68,6 +69,11 @@ static int dec_hist(const unsigned char *b, size_t n, void *h)
 	return hist_rec_decode(b, n, h);
 }
 
+static int dec_rcpt(const unsigned char *b, size_t n, void *r)
+{
+	return q_rcpt_decode_layout(b, n, r);
+}
+
 static void clear_msg(void *m)
 {
 	q_msg_clear(m);
@@ -76,6 +82,11 @@ static void clear_msg(void *m)
 static void clear_hist(void *h)
 {
 	hist_rec_clear(h);
+}
+
+static void clear_rcpt(void *r)
+{
+	q_rcpt_clear(r);
 }
 
 /* enc_msg, enc_rcpt - the encoders with one signature */
@@ -97,6 +108,19 @@ static size_t enc_hist(const void *h, unsigned char *buf, size_t cap)
 static size_t enc_journal(const void *j, unsigned char *buf, size_t cap)
 {
 	return journal_rec_encode(j, buf, cap);
+}
+
+/* rcpt_again - a recipient of version 1 (no flags) is written as
+ * version 2; one of the current layout encodes back to its input */
+static void rcpt_again(const struct q_rcpt *r, const uint8_t *data, size_t size)
+{
+	if (data[0] == 1) {
+		struct q_rcpt r2;
+
+		upgraded(enc_rcpt, dec_rcpt, clear_rcpt, r, &r2, size);
+	} else {
+		reencode(enc_rcpt, r, data, size);
+	}
 }
 
 /* text - s is at most max octets, with no octet below 32 and no DEL */
@@ -153,7 +177,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (r.state > RCPT_BOUNCED || !r.addr || !r.orcpt || !r.peer || !r.reply
 		    || !rcpt_valid(&r))
 			__builtin_trap();
-		reencode(enc_rcpt, &r, data, size);
+		rcpt_again(&r, data, size);
 		q_rcpt_clear(&r);
 	} else if (r.addr || r.orcpt || r.peer || r.reply) {
 		__builtin_trap();
@@ -162,7 +186,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (q_rcpt_decode_layout(data, size, &r) == 0) {
 		if (!r.addr || !r.orcpt || !r.peer || !r.reply)
 			__builtin_trap();
-		reencode(enc_rcpt, &r, data, size);
+		rcpt_again(&r, data, size);
 		q_rcpt_clear(&r);
 	}
 	if (hist_rec_decode(data, size, &h) == 0) {
