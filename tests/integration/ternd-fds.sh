@@ -7,8 +7,8 @@
 #   - exactly as many SMTP sessions as its log says fit get a 220, every
 #     other connection a 421 4.3.2 at once (none left waiting);
 #   - the refusals are logged once in the minute, with a count;
-#   - meanwhile an LMTP client (the MTA) gets its 220 within 1 s and
-#     delivers a message, and ternq (the control socket) answers;
+#   - meanwhile, while those are held, an LMTP client (the MTA) gets its
+#     220 and delivers a message, and ternq (the control socket) answers;
 #   - ternd -n under the same limit warns, in these words, that the
 #     configuration cannot fit.
 set -u
@@ -79,16 +79,22 @@ exec 7>"$top/hold.in"	# the holder keeps its connections while this is open
 tap_check "the holder has a first line from every connection" wait_until 60 test -e "$top/hold.out"
 tap_is "as many 220 as fit, 421 4.3.2 for the rest at once, none left waiting" \
 	"$(cat "$top/hold.out")" "220=$fit 421=$((1500 - fit)) none=0"
+# the greeting must come while the holder keeps every one of its
+# connections (fd 7 is still open): from the reserve, not from a
+# descriptor freed by someone leaving (before, none came until then)
 t0=${EPOCHREALTIME/[.,]/}
-timeout 5 python3 - "$TERND_LMTP" >"$top/lmtp.first" <<'PY'
+timeout 10 python3 - "$TERND_LMTP" >"$top/lmtp.first" <<'PY'
 import socket, sys
 s = socket.socket(socket.AF_UNIX)
 s.connect(sys.argv[1])
 print(s.recv(200).decode().split("\r\n")[0])
 PY
 t1=${EPOCHREALTIME/[.,]/}
-tap_like "meanwhile an LMTP client gets its 220" "$(cat "$top/lmtp.first")" '^220 ternd\.test LMTP tern$'
-tap_is "... within 1 s" "$(( (t1 - t0) < 1000000 ))" 1
+tap_diag "the LMTP greeting came after $(( (t1 - t0) / 1000 )) ms"
+tap_like "meanwhile an LMTP client gets its 220" \
+	"$(cat "$top/lmtp.first")" '^220 ternd\.test LMTP tern$'
+tap_is "... while the holder still holds its connections" \
+	"$(kill -0 "$hold_pid" 2>/dev/null && echo held)" held
 swaks --socket "$TERND_LMTP" --protocol LMTP --from a@example.org --to b@example.org \
 	--timeout 10 >"$top/lmtp.swaks" 2>&1
 tap_check "... and delivers a message" grep -q '^<-  250 2\.0\.0 <b@example\.org> Ok: queued as' "$top/lmtp.swaks"

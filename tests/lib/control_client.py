@@ -75,8 +75,8 @@ def slow(path, text, interval, limit):
                 pass
             i += 1
         until = min(start + limit, time.monotonic() + interval)
-        while time.monotonic() < until:
-            if not select.select([s], [], [], until - time.monotonic())[0]:
+        while (left := until - time.monotonic()) > 0:
+            if not select.select([s], [], [], left)[0]:
                 continue
             try:
                 chunk = s.recv(4096)
