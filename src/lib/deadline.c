@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <time.h>
 
@@ -41,4 +42,26 @@ int deadline_wait(int fd, short events, long long deadline)
 		if (rc < 0 && errno != EINTR)
 			return -1;
 	}
+}
+
+/* rdeadline_start - a read deadline for what, of timeout ms extended at
+ * rate octets a second (0: not extended); its base is set at the first
+ * wait */
+struct rdeadline rdeadline_start(const char *what, long long timeout, long long rate)
+{
+	struct rdeadline d = {what, timeout, 0, rate > 0 ? (unsigned long long)rate : 0, 0};
+
+	return d;
+}
+
+/* rdeadline_at - the deadline now: base plus what the octets earned */
+long long rdeadline_at(const struct rdeadline *d)
+{
+	unsigned long long earned;
+
+	if (d->rate == 0)
+		return d->base;
+	earned = d->octets / d->rate * 1000 + d->octets % d->rate * 1000 / d->rate;
+	return earned > (unsigned long long)LLONG_MAX - (unsigned long long)d->base
+		? LLONG_MAX : d->base + (long long)earned;
 }

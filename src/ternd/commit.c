@@ -26,7 +26,7 @@
  * answer, the appender waits to rotate, or ternd stops. That transaction
  * moves the segment's committed length, the log's checkpoint;
  * recovery replays the records past it. The relay learns of a message only
- * from LMDB (relay_kick after the commit), so nothing is delivered, and no
+ * from LMDB (commit_ready after the commit), so nothing is delivered, and no
  * queue change meets a message, before it is recorded. Jobs that are not
  * plain acceptances (delivery outcomes, ternq operations, notifications
  * that drop their notice) are answered after the LMDB commit, as before. A
@@ -73,7 +73,6 @@
 #include "log.h"
 #include "queue_ops.h"
 #include "ratelimit.h"
-#include "relay.h"
 #include "stats.h"
 #include "storage.h"
 #include "wal.h"
@@ -101,6 +100,24 @@ static int hist_unindexed = 1;		/* records may wait for their index (writer) */
 
 static pthread_t appender_thread, writer_thread;
 static struct ratelimit spool_errors = RATELIMIT_INIT;	/* the appender's error lines */
+
+/* the function commit_ready calls (commit_on_ready) */
+static void (*ready_fn)(void);
+
+/* commit_on_ready - fn is called after each commit that may have made
+ * mail due (the scheduler's sched_kick, registered by main before
+ * commit_start): the queue core tells the layer above, never calls it */
+void commit_on_ready(void (*fn)(void))
+{
+	ready_fn = fn;
+}
+
+/* commit_ready - a commit may have made mail due: tell the one above */
+void commit_ready(void)
+{
+	if (ready_fn != NULL)
+		ready_fn();
+}
 
 /* commit_post - queue a job without waiting for it: commit_wait (or
  * commit_poll) gives its answer. A session's fiber waits in commit_submit
@@ -342,7 +359,7 @@ static void finish(struct job **jobs, size_t n, int result, const char *err)
 		job_answer(jobs[i]);	/* the job is the session's from here */
 	}
 	if (result == 0)
-		relay_kick();	/* new mail may be due now */
+		commit_ready();	/* new mail may be due now */
 }
 
 static uint64_t last_seg;		/* the highest segment number used */
@@ -699,7 +716,7 @@ static void *writer_main(void *arg)
 				for (unsigned i = 0; i < n; i++)
 					stats_queue(QSTATE_GONE, QSTATE_QUEUED);
 				ternd.queued += n;
-				relay_kick();
+				commit_ready();
 			}
 		}
 		if (g.n == 0 && closed)
@@ -722,7 +739,7 @@ static void *writer_main(void *arg)
 				stats_queue(QSTATE_GONE, QSTATE_QUEUED);
 			ternd.queued += g.acked;
 			if (g.acked)
-				relay_kick();	/* in LMDB now: the relay may see it */
+				commit_ready();	/* in LMDB now: the relay may see it */
 			hist_unindexed = g.unindexed > 0;
 			for (size_t i = 0; i < g.n; i++)
 				if (g.b[i]->wal.n)

@@ -47,6 +47,8 @@ struct job {
 	char err[256];
 };
 
+void commit_on_ready(void (*fn)(void));
+void commit_ready(void);
 void commit_start(void);
 void commit_draining(void);
 void commit_stop(void);

@@ -49,6 +49,7 @@
 
 #include "commit.h"
 #include "compact.h"
+#include "metrics.h"
 #include "log.h"
 #include "ternd.h"
 #include "xalloc.h"
@@ -507,4 +508,36 @@ void compact_usage(uint64_t *live, uint64_t *length)
 	store_foreach_seg(ternd.store, add_usage, &u);
 	*live = u.live;
 	*length = u.length;
+}
+
+/* spool_bytes, spool_live - octets committed in shared spool segments,
+ * and those of queued messages (one read of the segment table) */
+static double spool_bytes(void *arg)
+{
+	uint64_t live, length;
+
+	(void)arg;
+	compact_usage(&live, &length);
+	return (double)length;
+}
+
+static double spool_live(void *arg)
+{
+	uint64_t live, length;
+
+	(void)arg;
+	compact_usage(&live, &length);
+	return (double)live;
+}
+
+/* compact_metrics - register the spool's gauges (main, after stats_init) */
+void compact_metrics(void)
+{
+	metric_gauge_fn(metric_new(METRIC_GAUGE, "tern_spool_bytes",
+				   "Octets committed in the shared spool segments.", NULL, NULL, 0),
+			spool_bytes, NULL);
+	metric_gauge_fn(metric_new(METRIC_GAUGE, "tern_spool_live_bytes",
+				   "Octets of queued messages in the shared spool segments "
+				   "(copy-forward keeps tern_spool_bytes near them).", NULL, NULL, 0),
+			spool_live, NULL);
 }

@@ -25,4 +25,6 @@ void compact_done(struct job *j, int result);
 int compact_open_body(struct q_msg *m, off_t *offset);
 void compact_usage(uint64_t *live, uint64_t *length);
 
+void compact_metrics(void);
+
 #endif

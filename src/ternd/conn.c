@@ -182,7 +182,7 @@ int conn_reply(struct conn *c, struct smtp_reply *r, long long timeout_ms)
 /* conn_send_method_name - a method's name, for logs and metrics */
 const char *conn_send_method_name(enum conn_send_method m)
 {
-	return m == SEND_SENDFILE ? "sendfile" : m == SEND_KTLS ? "ktls" : "copy";
+	return stats_send_methods[m];
 }
 
 /* send_file - the stored body as it is: sendfile(2), or SSL_sendfile over

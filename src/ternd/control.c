@@ -50,6 +50,7 @@
 #include "queue_ops.h"
 #include "relay.h"
 #include "relay_result.h"
+#include "sched.h"
 #include "stats.h"
 #include "storage.h"
 #include "ternd.h"
@@ -138,7 +139,7 @@ static int control_peers(int fd)
 	struct peer_lines pl = {0};
 	int rc = 0;
 
-	relay_peers(peer_line, &pl);
+	peer_views(peer_line, &pl);
 	peer_parked(&pl);
 	for (size_t i = 0; i < pl.n && rc == 0; i++) {
 		char line[600];
@@ -154,7 +155,7 @@ static int control_peers(int fd)
 /* control_reset - "reset PEER": close its breaker now */
 static void control_reset(const char *peer, const struct ucred *cred, char *answer, size_t len)
 {
-	if (relay_peer_reset(peer) < 0) {
+	if (peer_reset(peer) < 0) {
 		snprintf(answer, len, "not found");
 		return;
 	}
@@ -233,7 +234,7 @@ static void control_request(char *line, const struct ucred *cred, char *answer, 
 	else
 		log_info("%s: %s by ternq (uid %u)", a.qid, queue_op_done(a.op), (unsigned)cred->uid);
 	if (a.op != QOP_DELETE && a.op != QOP_HOLD)
-		relay_kick();	/* due now: the scheduler looks at once */
+		sched_kick();	/* due now: the scheduler looks at once */
 	snprintf(answer, len, "ok");
 }
 

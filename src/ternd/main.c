@@ -35,6 +35,7 @@
 
 #include "cli.h"
 #include "commit.h"
+#include "compact.h"
 #include "control.h"
 #include "fiber.h"
 #include "fds.h"
@@ -46,6 +47,7 @@
 #include "privs.h"
 #include "recover.h"
 #include "relay.h"
+#include "sched.h"
 #include "session.h"
 #include "spanfile.h"
 #include "stats.h"
@@ -360,6 +362,9 @@ int main(int argc, char **argv)
 		log_fatal("recovery failed: %s", err);
 	write_pid();
 	stats_init(ternd.conf);
+	storage_init();		/* the layers' own metrics */
+	compact_metrics();
+	commit_on_ready(sched_kick);	/* the queue core tells the scheduler */
 
 	/* metrics_listen: after the privilege drop (an unprivileged port); its
 	 * thread inherits the signal mask, as every thread does */

@@ -377,7 +377,7 @@ void notices_send(void)
 		return;
 	ids.n = 0;
 	store_foreach_notice(ternd.store, notice_id, &ids);
-	for (size_t i = 0; i < ids.n && !relay_stopping(); i++) {
+	for (size_t i = 0; i < ids.n && !peer_stopping(); i++) {
 		char *rcpt = NULL, *body = NULL, dqid[QID_LEN + 1];
 		uint8_t flags = 0;
 		size_t len = 0;

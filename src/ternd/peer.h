@@ -1,8 +1,8 @@
 /*
  * peer.h - a relayed peer's runtime state, as the delivery modules share
- * it: relay.c makes, reloads and frees it and runs its delivery threads;
- * sched.c queues its jobs as its breaker allows; relay_result.c feeds
- * its breaker. Every field
+ * it (peer.c keeps the table of them): relay.c makes and reloads them and
+ * runs their delivery threads; sched.c queues their jobs as their
+ * breakers allow; relay_result.c feeds the breakers. Every field
  * marked "under lock" is read and written only with lock held. Never
  * freed before relay_stop, so a pointer from peer_find stays valid.
  */
@@ -58,15 +58,31 @@ struct peer_view {
 	const char *last_error;
 };
 
+int peer_stopping(void);
+void peer_stop(void);
+struct peer_rt *peer_new(const struct conf_peer *p, SSL_CTX *tls);
+void peer_add(struct peer_rt *rt);
+void peer_backups(const struct conf *conf);
+void peer_retire(const struct conf *conf);
+void peer_each(void (*fn)(struct peer_rt *rt, void *arg), void *arg);
+void peer_table_free(void);
 struct peer_rt *peer_find(const char *name);
+char *peer_settings(const struct conf_peer *p);
+int peer_max_connections(const struct conf_peer *p);
 enum breaker_offer peer_due(struct peer_rt *rt, uint64_t now);
+int peer_allow(struct peer_rt *rt, const struct conf_peer *p, struct breaker_pass *pass);
 void peer_connected(struct peer_rt *rt, const struct conf_peer *p, struct breaker_pass *pass, int ok,
 		    const char *why);
+void peer_begin(struct peer_rt *rt, struct breaker_pass *pass);
 void peer_attempt(struct peer_rt *rt, const struct conf_peer *p, struct breaker_pass *pass, int failed,
 		  uint32_t ms);
 void peer_cancel(struct peer_rt *rt, struct breaker_pass *pass);
-int relay_stopping(void);
-void relay_peers(void (*fn)(const struct peer_view *v, void *arg), void *arg);
-int relay_peer_reset(const char *name);
+void peer_bucket_wait(struct peer_rt *rt, struct bucket *b, long long interval_us, double burst);
+void peer_rate_wait(struct peer_rt *rt, const struct conf_peer *p);
+size_t peer_window(struct peer_rt *rt, const struct conf_peer *p, struct window_cc *own, int acked,
+		   uint64_t rtt_us, int limited);
+void peer_window_loss(struct peer_rt *rt, struct window_cc *own, const char *where, size_t inflight);
+void peer_views(void (*fn)(const struct peer_view *v, void *arg), void *arg);
+int peer_reset(const char *name);
 
 #endif

@@ -33,7 +33,9 @@
 
 #include "conn.h"
 #include "deadline.h"
+#include "kept.h"
 #include "log.h"
+#include "notice.h"
 #include "peer.h"
 #include "relay.h"
 #include "relay_proto.h"
@@ -46,217 +48,28 @@
 #include "window.h"
 #include "xalloc.h"
 
-static struct {
-	struct peer_rt **peers;		/* never freed before relay_stop */
-	size_t npeers;
-	pthread_rwlock_t peers_lock;	/* the array: a reload adds to it */
-	int stopping;
-} relay = {.peers_lock = PTHREAD_RWLOCK_INITIALIZER};
-
-static int max_connections(const struct conf_peer *p);
-
-/* relay_stopping - ternd is stopping: finish what is in progress, start nothing */
-int relay_stopping(void)
-{
-	return __atomic_load_n(&relay.stopping, __ATOMIC_RELAXED);
-}
 
 
-/* peer_find - a relayed peer's runtime state by name, or NULL (no host:
- * not relayed; or removed by a reload) */
-struct peer_rt *peer_find(const char *name)
-{
-	struct peer_rt *rt = NULL;
 
-	pthread_rwlock_rdlock(&relay.peers_lock);
-	for (size_t i = 0; i < relay.npeers && rt == NULL; i++)
-		if (!relay.peers[i]->gone && strcmp(relay.peers[i]->name, name) == 0)
-			rt = relay.peers[i];
-	pthread_rwlock_unlock(&relay.peers_lock);
-	return rt;
-}
 
-/* peer_publish - after a breaker call (under lock), when its state was
- * set: the state to tern_breaker_state (not for a peer a reload removed,
- * whose gauge reads 0); jobs still waiting for a breaker that stopped
- * letting attempts through leave the queue unread (without a backup
- * peer to take them), and a closed one has the scheduler look at the
- * peer's mail at once */
-static void peer_publish(struct peer_rt *rt)
-{
-	char qid[QID_LEN + 1];
 
-	if (!rt->br.changed)
-		return;
-	rt->br.changed = 0;
-	if (!rt->gone)
-		metric_set(stats.breaker, rt->br.state, rt->name);
-	if (rt->br.state != rt->br_shown) {	/* for ternq peers: since when */
-		rt->br_shown = rt->br.state;
-		rt->br_since = now_us();
-	}
-	if (rt->br.state == BREAKER_CLOSED)
-		relay_kick();
-	else
-		while (rt->backup == NULL && jobq_take(&rt->q, qid))
-			jobq_done(&rt->q, qid);	/* still due in the queue database */
-}
 
-/* relay_peers - each relayed peer as ternq peers shows it, read under
- * its lock; fn is called with the lock held (it must not block) */
-void relay_peers(void (*fn)(const struct peer_view *v, void *arg), void *arg)
-{
-	pthread_rwlock_rdlock(&relay.peers_lock);
-	for (size_t i = 0; i < relay.npeers; i++) {
-		struct peer_rt *rt = relay.peers[i];
-		struct peer_view v = {0};
 
-		if (rt->gone)
-			continue;
-		pthread_mutex_lock(&rt->lock);
-		v.name = rt->name;
-		v.state = rt->br.state;
-		v.since = rt->br_since;
-		v.open_until = rt->br.state == BREAKER_OPEN ? rt->br.open_until : 0;
-		v.last_error = rt->last_error;
-		v.last_error_at = rt->last_error_at;
-		for (int k = 0; k < rt->nthreads; k++) {
-			v.busy += rt->alive[k] == 1 && rt->conn[k] == 2;
-			v.idle += rt->alive[k] == 1 && rt->conn[k] == 1;
-		}
-		fn(&v, arg);
-		pthread_mutex_unlock(&rt->lock);
-	}
-	pthread_rwlock_unlock(&relay.peers_lock);
-}
 
-/* relay_peer_reset - close a peer's breaker now (ternq peers reset) and
- * look at the schedule at once; -1 when no relayed peer has that name */
-int relay_peer_reset(const char *name)
-{
-	struct peer_rt *rt = peer_find(name);
-	const struct conf_peer *p = conf_peer_find(ternd_conf(), name);
 
-	if (rt == NULL || p == NULL)
-		return -1;
-	pthread_mutex_lock(&rt->lock);
-	breaker_reset(&rt->br, p, now_us());
-	peer_publish(rt);	/* closed: it kicks the scheduler */
-	pthread_mutex_unlock(&rt->lock);
-	return 0;
-}
 
-/* peer_allow - may an attempt go to this peer now (breaker_allow)? */
-static int peer_allow(struct peer_rt *rt, const struct conf_peer *p, struct breaker_pass *pass)
-{
-	int ok;
 
-	pthread_mutex_lock(&rt->lock);
-	ok = breaker_allow(&rt->br, p, now_us(), pass);
-	peer_publish(rt);
-	pthread_mutex_unlock(&rt->lock);
-	return ok;
-}
 
-/* peer_breaker_due - what the scheduler may offer the peer now, by its
- * own breaker (breaker_due) */
-static enum breaker_offer peer_breaker_due(struct peer_rt *rt, const struct conf_peer *p,
-					   uint64_t now)
-{
-	enum breaker_offer o;
 
-	pthread_mutex_lock(&rt->lock);
-	o = breaker_due(&rt->br, p, rt->backup ? rt->backup->name : NULL, now);
-	peer_publish(rt);
-	pthread_mutex_unlock(&rt->lock);
-	return o;
-}
 
-/* peer_due - what the scheduler may offer the peer now: by its breaker,
- * or by its backup peer's when that one takes more */
-enum breaker_offer peer_due(struct peer_rt *rt, uint64_t now)
-{
-	const struct conf *conf = ternd_conf();
-	const struct conf_peer *p = conf_peer_find(conf, rt->name), *bp;
-	enum breaker_offer o, ob;
 
-	if (p == NULL)
-		return BREAKER_HOLD;	/* removed by a reload just now */
-	o = peer_breaker_due(rt, p, now);
-	if (o == BREAKER_GO || rt->backup == NULL || (bp = conf_peer_find(conf, rt->backup->name)) == NULL)
-		return o;
-	ob = peer_breaker_due(rt->backup, bp, now);
-	return ob < o ? ob : o;
-}
-
-/* peer_connected - count a connection's success or failure (breaker_result) */
-void peer_connected(struct peer_rt *rt, const struct conf_peer *p, struct breaker_pass *pass, int ok,
-		    const char *why)
-{
-	pthread_mutex_lock(&rt->lock);
-	breaker_result(&rt->br, p, rt->backup ? rt->backup->name : NULL, pass, ok, why, now_us());
-	peer_publish(rt);
-	if (!ok) {
-		snprintf(rt->last_error, sizeof(rt->last_error), "%s", why ? why : "");
-		rt->last_error_at = now_us();
-	}
-	pthread_mutex_unlock(&rt->lock);
-}
-
-/* peer_begin - a transaction starts (breaker_begin) */
-static void peer_begin(struct peer_rt *rt, struct breaker_pass *pass)
-{
-	pthread_mutex_lock(&rt->lock);
-	breaker_begin(&rt->br, pass, now_us());
-	pthread_mutex_unlock(&rt->lock);
-}
-
-/* peer_attempt - count a transaction's outcome and time (breaker_attempt) */
-void peer_attempt(struct peer_rt *rt, const struct conf_peer *p, struct breaker_pass *pass, int failed,
-		  uint32_t ms)
-{
-	pthread_mutex_lock(&rt->lock);
-	breaker_attempt(&rt->br, p, rt->backup ? rt->backup->name : NULL, pass, failed, ms, now_us());
-	peer_publish(rt);
-	pthread_mutex_unlock(&rt->lock);
-}
-
-/* peer_cancel - an attempt ends with nothing tried (breaker_cancel) */
-void peer_cancel(struct peer_rt *rt, struct breaker_pass *pass)
-{
-	pthread_mutex_lock(&rt->lock);
-	breaker_cancel(&rt->br, pass);
-	pthread_mutex_unlock(&rt->lock);
-}
-
-/* bucket_wait - block until the bucket gives a token. What is over the
- * limit just waits here: no deferral, no retry penalty. */
-static void bucket_wait(struct peer_rt *rt, struct bucket *b, long long interval_us, double burst)
-{
-	for (;;) {
-		uint64_t wait_us;
-
-		pthread_mutex_lock(&rt->lock);
-		wait_us = bucket_take(b, interval_us, burst, now_us());
-		pthread_mutex_unlock(&rt->lock);
-		if (wait_us == 0 || relay_stopping())
-			return;
-		usleep(wait_us < 1000000 ? (useconds_t)wait_us + 100 : 1000000);
-	}
-}
-
-/* rate_wait - one message within the peer's max_message_rate */
-static void rate_wait(struct peer_rt *rt, const struct conf_peer *p)
-{
-	bucket_wait(rt, &rt->messages, p->max_message_rate, rate_burst(p));
-}
 
 /* peer_connect - a new connection, within the peer's max_connection_rate */
 static int peer_connect(struct peer_rt *rt, const struct conf_peer *p, struct conn *c)
 {
 	SSL_CTX *ctx;
 
-	bucket_wait(rt, &rt->connections, p->max_connection_rate, 1.0);
+	peer_bucket_wait(rt, &rt->connections, p->max_connection_rate, 1.0);
 	pthread_mutex_lock(&rt->lock);
 	ctx = rt->tls;
 	c->gen = rt->gen;
@@ -280,7 +93,7 @@ static int conn_full(const struct conn *c, const struct conf_peer *p)
 static int next_attempt(struct peer_rt *rt, const struct conf_peer *p, const struct conn *c,
 			struct attempt *a)
 {
-	if (!(c->ehlo.flags & SMTP_EXT_PIPELINING) || c->fd < 0 || relay_stopping() || conn_full(c, p))
+	if (!(c->ehlo.flags & SMTP_EXT_PIPELINING) || c->fd < 0 || peer_stopping() || conn_full(c, p))
 		return 0;
 	for (;;) {
 		char qid[QID_LEN + 1];
@@ -324,47 +137,6 @@ static void attempt_requeue(const struct conn *c, struct attempt *a, const char 
 	sched_requeue(a);
 }
 
-/* The attempts of a window whose outcomes are on their way to the
- * committer, oldest first: each is released once recorded. The delivery
- * thread reads the next replies meanwhile, so a reply read is in the next
- * commit, not behind the window (a crash loses as few as it can). */
-struct posted {
-	struct attempt *at;		/* cap slots; an attempt must not move while posted */
-	size_t cap, head, count;
-};
-
-/* posted_reap - release the attempts whose outcomes are recorded, oldest
- * first, waiting for the first wait of them (all: SIZE_MAX) */
-static void posted_reap(struct posted *q, size_t wait)
-{
-	for (; q->count > 0; wait -= wait > 0) {
-		struct attempt *a = &q->at[q->head];
-
-		if (wait > 0)
-			commit_wait(&a->job);
-		else if (!commit_poll(&a->job))
-			return;
-		relay_result_reap(a);
-		sched_release(a);
-		q->head = (q->head + 1) % q->cap;
-		q->count--;
-	}
-}
-
-/* posted_add - a's outcomes to the committer, without waiting (a moves
- * into q); when q is full, its oldest is waited for first */
-static void posted_add(struct posted *q, const struct attempt *a, const struct conn *c,
-		       const struct conf *conf)
-{
-	struct attempt *slot;
-
-	if (q->count == q->cap)
-		posted_reap(q, 1);
-	slot = &q->at[(q->head + q->count++) % q->cap];
-	*slot = *a;
-	relay_result_post(slot, c, conf);
-}
-
 /* tx_done - a transaction is over: its outcomes recorded (posted to q,
  * or, without q, recorded before this returns and released), or, refused
  * at MAIL on a reused connection, sent again at once. A connection whose
@@ -397,46 +169,7 @@ static void tx_done(struct conn *c, struct attempt *a, struct posted *q, const s
 	sched_release(a);
 }
 
-/* peer_window - the window a connection to rt may use now: the smaller of
- * the peer's congestion window and the connection's own (window.h); with
- * acked, a final reply was just read, rtt_us after its commands were
- * written, limited when the window held the connection up: both follow
- * it first (window_cc_ack) */
-static size_t peer_window(struct peer_rt *rt, const struct conf_peer *p, struct conn *c, int acked,
-			  uint64_t rtt_us, int limited)
-{
-	size_t n;
 
-	pthread_mutex_lock(&rt->lock);
-	window_cc_depth(&rt->cc, p->max_pipeline_depth);
-	if (acked)
-		window_cc_ack(&rt->cc, rtt_us, limited);
-	n = rt->cc.cwnd;
-	pthread_mutex_unlock(&rt->lock);
-	metric_set(stats.window, (double)n, rt->name);
-	window_cc_depth(&c->cc, p->max_pipeline_depth);
-	if (acked)
-		window_cc_ack(&c->cc, rtt_us, limited);
-	return n < c->cc.cwnd ? n : c->cc.cwnd;
-}
-
-/* peer_window_loss - a connection to rt was lost with inflight
- * transactions unanswered: the peer's window and the connection's back to
- * one (window_cc_loss) */
-static void peer_window_loss(struct peer_rt *rt, struct conn *c, size_t inflight)
-{
-	uint32_t ssthresh;
-
-	pthread_mutex_lock(&rt->lock);
-	window_cc_loss(&rt->cc, inflight);
-	ssthresh = rt->cc.ssthresh;
-	pthread_mutex_unlock(&rt->lock);
-	window_cc_loss(&c->cc, inflight);
-	metric_set(stats.window, 1, rt->name);
-	log_info("peer %s: connection to %s[%s] lost with %zu transaction%s unanswered: pipeline "
-		 "window 1, growing again (slow start to %u)", rt->name, c->host, c->addr, inflight,
-		 inflight == 1 ? "" : "s", ssthresh);
-}
 
 /*
  * relay_serial - attempts for one job and, over a PIPELINING connection
@@ -586,7 +319,7 @@ static void relay_window(struct peer_rt *home, struct peer_rt *rt, struct conn *
 	window_init(&w, p->max_pipeline_depth, p->max_pipeline_bytes);
 	if (c->txns == 0)
 		window_cc_init(&c->cc, p->max_pipeline_depth);	/* a new connection starts small */
-	room = peer_window(rt, p, c, 0, 0, 0);
+	room = peer_window(rt, p, &c->cc, 0, 0, 0);
 	storage_window((int64_t)room);	/* the reserve follows the windows in use */
 	/* the window's slots, the posted ones, and one loaded but not written */
 	at = xcalloc(2 * w.depth + 1, sizeof(*at));
@@ -671,7 +404,7 @@ static void relay_window(struct peer_rt *home, struct peer_rt *rt, struct conn *
 		if (drain == 0 && c->fd >= 0) {
 			size_t was = room;
 
-			room = peer_window(rt, p, c, 1, rtt, full && waited);
+			room = peer_window(rt, p, &c->cc, 1, rtt, full && waited);
 			storage_window((int64_t)room - (int64_t)was);
 		}
 		a = &at[2 * w.depth];
@@ -679,8 +412,12 @@ static void relay_window(struct peer_rt *home, struct peer_rt *rt, struct conn *
 	if (why[0])
 		snprintf(c->why, sizeof(c->why), "%s", why);	/* the cause, not the drain's end */
 	if (w.count > 0) {
-		if (!said421)
-			peer_window_loss(rt, c, w.count);
+		if (!said421) {
+			char where[sizeof(c->host) + sizeof(c->addr) + 2];
+
+			snprintf(where, sizeof(where), "%s[%s]", c->host, c->addr);
+			peer_window_loss(rt, &c->cc, where, w.count);
+		}
 		window_lost(c, &w, at, pend ? &at[2 * w.depth] : NULL, said421, &q, conf);
 	} else {
 		if (drain)
@@ -743,7 +480,7 @@ static void relay_deliver(struct peer_rt *rt, struct conn *c, struct conn *cb, c
 	}
 	a->res.connected = now_us();
 	peer_connected(rt, p, &a->pass, 1, NULL);
-	rate_wait(rt, p);
+	peer_rate_wait(rt, p);
 	conn_busy(c, 1);
 	snprintf(a->relay_host, sizeof(a->relay_host), "%s[%s]:%d", c->host, c->addr, c->port);
 	peer_begin(rt, &a->pass);
@@ -791,7 +528,7 @@ static void *relay_worker(void *arg)
 		struct timespec t;
 		int idle = 0, warm;
 
-		if (p == NULL || rt->gone || wa->index >= max_connections(p))
+		if (p == NULL || rt->gone || wa->index >= peer_max_connections(p))
 			break;	/* removed, or fewer connections: this one goes */
 		warm = wa->index < p->min_idle;
 		if (c.fd >= 0 && c.gen != rt->gen)
@@ -801,9 +538,9 @@ static void *relay_worker(void *arg)
 		pthread_mutex_lock(&rt->lock);
 		rt->conn[wa->index] = c.fd >= 0;	/* for ternq peers: idle, or none */
 		clock_deadline(&t, 1000);
-		while (rt->q.count == 0 && !relay_stopping() && !idle)
+		while (rt->q.count == 0 && !peer_stopping() && !idle)
 			idle = clock_cond_wait(&rt->ready, &rt->lock, &t) == ETIMEDOUT;
-		if (relay_stopping() && rt->q.count == 0) {
+		if (peer_stopping() && rt->q.count == 0) {
 			pthread_mutex_unlock(&rt->lock);
 			break;
 		}
@@ -846,58 +583,15 @@ static void *relay_worker(void *arg)
 	return NULL;
 }
 
-/* max_connections - a peer's delivery threads */
-static int max_connections(const struct conf_peer *p)
-{
-	return p->max_connections > 0 ? (int)p->max_connections : 1;
-}
 
-/* peer_settings - what a peer's connections are made from: a reload that
- * changes any of it replaces the TLS context and reopens connections */
-static char *peer_settings(const struct conf_peer *p)
-{
-	return xasprintf("%s|%lld|%d|%d|%d|%s|%s|%s|%s|%s|%s|%s", p->host, p->port, (int)p->tls,
-			 p->tls_wrapper, (int)p->tls_min_version, p->tls_ca_file, p->tls_servername,
-			 p->helo_name, p->auth_user, p->auth_password_file, p->tls_cert_file,
-			 p->tls_key_file);
-}
 
-/* peer_new - a relayed peer's runtime state and TLS context; NULL with
- * err when the context cannot be made */
-static struct peer_rt *peer_new(const struct conf_peer *p, char *err, size_t errlen)
-{
-	struct peer_rt *rt = xcalloc(1, sizeof(*rt));
 
-	err[0] = '\0';
-	if ((rt->tls = tls_cache_context(p, err, errlen)) == NULL && err[0]) {
-		free(rt);
-		return NULL;
-	}
-	rt->name = xstrdup(p->name);
-	rt->settings = peer_settings(p);
-	rt->br.cooldown_ms = p->breaker_cooldown;
-	rt->br_since = now_us();
-	window_cc_init(&rt->cc, p->max_pipeline_depth);	/* a start begins small */
-	pthread_mutex_init(&rt->lock, NULL);
-	pthread_cond_init(&rt->ready, NULL);
-	jobq_init(&rt->q);
-	return rt;
-}
-
-/* peer_add - make a peer known to the scheduler */
-static void peer_add(struct peer_rt *rt)
-{
-	pthread_rwlock_wrlock(&relay.peers_lock);
-	relay.peers = xreallocarray(relay.peers, relay.npeers + 1, sizeof(*relay.peers));
-	relay.peers[relay.npeers++] = rt;
-	pthread_rwlock_unlock(&relay.peers_lock);
-}
 
 /* peer_threads - start the delivery threads the peer's max_connections
  * asks for and that do not run (at start, or more after a reload) */
 static void peer_threads(struct peer_rt *rt, const struct conf_peer *p)
 {
-	int want = max_connections(p);
+	int want = peer_max_connections(p);
 
 	pthread_mutex_lock(&rt->lock);
 	if (want > rt->nthreads) {
@@ -925,35 +619,26 @@ static void peer_threads(struct peer_rt *rt, const struct conf_peer *p)
 	pthread_mutex_unlock(&rt->lock);
 }
 
-/* peer_backups - point each peer at its backup_peer */
-static void peer_backups(const struct conf *conf)
-{
-	pthread_rwlock_rdlock(&relay.peers_lock);
-	for (size_t i = 0; i < relay.npeers; i++) {
-		struct peer_rt *rt = relay.peers[i];
-		const struct conf_peer *p = conf_peer_find(conf, rt->name);
-		struct peer_rt *b = NULL;
-
-		if (rt->gone || p == NULL)
-			continue;
-		for (size_t k = 0; p->backup_peer[0] && k < relay.npeers && b == NULL; k++)
-			if (!relay.peers[k]->gone && strcmp(relay.peers[k]->name, p->backup_peer) == 0)
-				b = relay.peers[k];
-		if (p->backup_peer[0] && b == NULL)
-			log_warning("peer %s: backup_peer %s is not a relayed peer: ignored", p->name,
-				    p->backup_peer);
-		rt->backup = b;
-	}
-	pthread_rwlock_unlock(&relay.peers_lock);
-}
 
 /* peer_log_start - the line that says a peer is being relayed to */
 static void peer_log_start(const struct conf_peer *p)
 {
-	int n = max_connections(p);
+	int n = peer_max_connections(p);
 
 	log_info("peer %s: relaying to %s port %lld, tls %s, %d connection%s", p->name, p->host,
 		 p->port, conf_tls_name(p->tls), n, n == 1 ? "" : "s");
+}
+
+/* peer_make - a relayed peer's runtime state and TLS context; NULL with
+ * err when the context cannot be made */
+static struct peer_rt *peer_make(const struct conf_peer *p, char *err, size_t errlen)
+{
+	SSL_CTX *ctx;
+
+	err[0] = '\0';
+	if ((ctx = tls_cache_context(p, err, errlen)) == NULL && err[0])
+		return NULL;
+	return peer_new(p, ctx);
 }
 
 /* relay_prepare - as root, before the privilege drop: each relayed
@@ -971,10 +656,30 @@ void relay_prepare(void)
 			log_info("peer %s has no host: its mail stays queued", p->name);
 			continue;
 		}
-		if ((rt = peer_new(p, err, sizeof(err))) == NULL)
+		if ((rt = peer_make(p, err, sizeof(err))) == NULL)
 			log_fatal("%s", err);
 		peer_add(rt);
 	}
+}
+
+/* peer_go - a peer's sessions, its delivery threads, its start line */
+static void peer_go(struct peer_rt *rt, void *arg)
+{
+	const struct conf *conf = arg;
+	const struct conf_peer *p = conf_peer_find(conf, rt->name);
+
+	tls_cache_load(conf, rt->tls);
+	peer_threads(rt, p);
+	peer_log_start(p);
+}
+
+/* relay_pass - what the scheduler's pass does for the relay: record the
+ * outcomes kept in memory (or probe the storage while it fails), queue
+ * the notifications waiting */
+static void relay_pass(void)
+{
+	kept_retry();
+	notices_send();
 }
 
 /* relay_start - start the scheduler and each relayed peer's threads */
@@ -982,16 +687,9 @@ void relay_start(void)
 {
 	const struct conf *conf = ternd_conf();
 
-	for (size_t i = 0; i < relay.npeers; i++) {
-		struct peer_rt *rt = relay.peers[i];
-		const struct conf_peer *p = conf_peer_find(conf, rt->name);
-
-		tls_cache_load(conf, rt->tls);
-		peer_threads(rt, p);
-		peer_log_start(p);
-	}
+	peer_each(peer_go, (void *)conf);
 	peer_backups(conf);
-	sched_start();
+	sched_start(relay_pass, kept_has);
 }
 
 /*
@@ -1007,23 +705,7 @@ void relay_reload(const struct conf *conf)
 {
 	char err[1024];
 
-	pthread_rwlock_rdlock(&relay.peers_lock);
-	for (size_t i = 0; i < relay.npeers; i++) {
-		struct peer_rt *rt = relay.peers[i];
-		const struct conf_peer *p = conf_peer_find(conf, rt->name);
-
-		if (rt->gone || (p != NULL && p->host[0]))
-			continue;
-		log_info("peer %s: removed from the configuration: its connections close, its "
-			 "mail is routed again", rt->name);
-		pthread_mutex_lock(&rt->lock);
-		rt->gone = 1;
-		rt->q.count = 0;	/* the jobs stay in LMDB */
-		metric_set(stats.breaker, 0, rt->name);	/* no alert for a peer that is gone */
-		pthread_cond_broadcast(&rt->ready);
-		pthread_mutex_unlock(&rt->lock);
-	}
-	pthread_rwlock_unlock(&relay.peers_lock);
+	peer_retire(conf);
 	for (size_t i = 0; i < conf->npeers; i++) {
 		const struct conf_peer *p = &conf->peers[i];
 		struct peer_rt *rt = peer_find(p->name);
@@ -1032,7 +714,7 @@ void relay_reload(const struct conf *conf)
 		if (p->host[0] == '\0')
 			continue;
 		if (rt == NULL) {
-			if ((rt = peer_new(p, err, sizeof(err))) == NULL) {
+			if ((rt = peer_make(p, err, sizeof(err))) == NULL) {
 				log_error("peer %s: not added: %s", p->name, err);
 				continue;
 			}
@@ -1074,39 +756,29 @@ void relay_reload(const struct conf *conf)
 		peer_threads(rt, p);	/* more, if max_connections grew */
 	}
 	peer_backups(conf);
-	relay_kick();
+	sched_kick();
+}
+
+/* peer_join - let a peer's queue go (its jobs stay in LMDB for next
+ * time) and wait for its delivery threads to end */
+static void peer_join(struct peer_rt *rt, void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&rt->lock);
+	rt->q.count = 0;
+	pthread_cond_broadcast(&rt->ready);
+	pthread_mutex_unlock(&rt->lock);
+	for (int k = 0; k < rt->nthreads; k++)
+		if (rt->alive[k])
+			pthread_join(rt->threads[k], NULL);
 }
 
 /* relay_stop - finish attempts in progress, QUIT, stop */
 void relay_stop(void)
 {
-	__atomic_store_n(&relay.stopping, 1, __ATOMIC_RELAXED);
+	peer_stop();
 	sched_stop();
-	for (size_t i = 0; i < relay.npeers; i++) {
-		struct peer_rt *rt = relay.peers[i];
-
-		pthread_mutex_lock(&rt->lock);
-		rt->q.count = 0;	/* queued jobs stay in LMDB for next time */
-		pthread_cond_broadcast(&rt->ready);
-		pthread_mutex_unlock(&rt->lock);
-		for (int k = 0; k < rt->nthreads; k++)
-			if (rt->alive[k])
-				pthread_join(rt->threads[k], NULL);
-		SSL_CTX_free(rt->tls);
-		for (size_t k = 0; k < rt->nretired; k++)
-			SSL_CTX_free(rt->retired[k]);
-		free(rt->retired);
-		free(rt->threads);
-		free(rt->alive);
-		free(rt->conn);
-		jobq_free(&rt->q);
-		free(rt->settings);
-		free(rt->name);
-		free(rt);
-	}
-	free(relay.peers);
-	relay.peers = NULL;
-	relay.npeers = 0;
+	peer_each(peer_join, NULL);
+	peer_table_free();
 	tls_cache_close();
 }
-

@@ -11,6 +11,5 @@ void relay_prepare(void);
 void relay_start(void);
 void relay_stop(void);
 void relay_reload(const struct conf *conf);
-void relay_kick(void);
 
 #endif

@@ -136,7 +136,7 @@ static void tx_mail_refused(struct conn *c, struct attempt *a, const struct smtp
 				 a->res.conn_use - 1, textesc(esc, sizeof(esc), text, TEXTESC_REPLY));
 		c->spent = 1;
 	}
-	relay_outcome_rest(a, r->code, r->esc, text);
+	attempt_outcome_rest(a, r->code, r->esc, text);
 }
 
 /* tx_start - write a transaction's commands after lead (the previous
@@ -174,7 +174,7 @@ int tx_start(struct conn *c, struct attempt *a, const char *lead)
 		else
 			snprintf(text, sizeof(text), "SMTPUTF8 is required, but was not offered by "
 				 "host %s[%s]", c->host, c->addr);
-		relay_outcome_rest(a, toobig ? 552 : 550, toobig ? "5.3.4" : "5.6.7", text);
+		attempt_outcome_rest(a, toobig ? 552 : 550, toobig ? "5.3.4" : "5.6.7", text);
 		a->clean = 1;	/* nothing was sent */
 		return 1;
 	}
@@ -187,7 +187,7 @@ int tx_start(struct conn *c, struct attempt *a, const char *lead)
 	/* Before anything is written: a lead still goes with a later write. */
 	if ((a->fd = compact_open_body(&a->m, &a->off)) < 0) {
 		snprintf(text, sizeof(text), "cannot open the spool file: %s", strerror(errno));
-		relay_outcome_rest(a, 450, "4.3.0", text);
+		attempt_outcome_rest(a, 450, "4.3.0", text);
 		a->clean = 1;	/* nothing was sent */
 		return 1;
 	}
@@ -207,7 +207,7 @@ int tx_start(struct conn *c, struct attempt *a, const char *lead)
 	}
 	over |= tx_cmd_add(cmds, cap, &len, bdat ? "BDAT %" PRIu64 " LAST\r\n" : "DATA\r\n", m->size);
 	if (over) {	/* never: cap counts all of it */
-		relay_outcome_rest(a, 451, "4.3.0", "local error: SMTP commands longer than their buffer");
+		attempt_outcome_rest(a, 451, "4.3.0", "local error: SMTP commands longer than their buffer");
 		a->clean = 1;	/* nothing was sent */
 		rv = 1;
 		goto out;
@@ -232,7 +232,7 @@ int tx_start(struct conn *c, struct attempt *a, const char *lead)
 			tx_rcpt_params(c, rc[i], params, sizeof(params));
 			k = snprintf(one, sizeof(one), "RCPT TO:<%s>%s\r\n", rc[i]->addr, params);
 			if (k < 0 || (size_t)k >= sizeof(one)) {	/* never: the record was checked */
-				relay_outcome(a, i, 451, "4.3.0",
+				attempt_outcome(a, i, 451, "4.3.0",
 					      "local error: RCPT command longer than its buffer");
 				continue;
 			}
@@ -245,7 +245,7 @@ int tx_start(struct conn *c, struct attempt *a, const char *lead)
 			if (r.code == 250 || r.code == 251)
 				a->ok[i] = 1, a->accepted++;
 			else
-				relay_outcome(a, i, r.code, r.esc, text);
+				attempt_outcome(a, i, r.code, r.esc, text);
 		}
 		if (a->accepted == 0)
 			goto out;
@@ -334,7 +334,7 @@ int tx_replies(struct conn *c, struct attempt *a)
 			if (r.code == 250 || r.code == 251)
 				a->ok[i] = 1, a->accepted++;
 			else
-				relay_outcome(a, i, r.code, r.esc, text);
+				attempt_outcome(a, i, r.code, r.esc, text);
 		}
 	}
 	if (c->ehlo.flags & SMTP_EXT_CHUNKING)
@@ -343,7 +343,7 @@ int tx_replies(struct conn *c, struct attempt *a)
 		return -1;
 	if (r.code != 354) {
 		smtp_reply_format(&r, text, sizeof(text));
-		relay_outcome_rest(a, r.code, r.esc, text);	/* the accepted ones */
+		attempt_outcome_rest(a, r.code, r.esc, text);	/* the accepted ones */
 		return 1;
 	}
 	/* every RCPT refused but DATA said 354: an empty message ends it */
@@ -376,7 +376,7 @@ int tx_final(struct conn *c, struct attempt *a)
 		return -1;
 	smtp_reply_queue_id(&r, a->res.peer_qid, sizeof(a->res.peer_qid));
 	smtp_reply_format(&r, text, sizeof(text));
-	relay_outcome_rest(a, r.code, r.esc, text);	/* the accepted ones */
+	attempt_outcome_rest(a, r.code, r.esc, text);	/* the accepted ones */
 	if (a->accepted > 0)
 		c->messages++;
 	a->clean = r.code >= 200 && r.code < 300 && a->accepted > 0;
@@ -396,6 +396,21 @@ int tx_rset(struct conn *c, int clean)
 	    || conn_reply(c, &r, c->peer->command_timeout) < 0 || r.code != 250)
 		return -1;	/* outcomes are set; the connection is not reusable */
 	return 0;
+}
+
+/* relay_fail - the failure sink of a transaction over a connection: every
+ * recipient of a (when not NULL) without an outcome gets code, esc and
+ * why; the connection is closed, and calls on it fail at once from then
+ * on, keeping why. A connection that never came up counts against the
+ * peer's breaker here; one lost later counts with the attempt's record. */
+void relay_fail(struct conn *c, struct attempt *a, int code, const char *esc, const char *why)
+{
+	if (a) {
+		if (!c->opened && c->txns == 0)	/* it never came up */
+			peer_connected(a->to, c->peer, &a->pass, 0, why);
+		attempt_outcome_rest(a, code, esc, why);
+	}
+	conn_close(c, 0);
 }
 
 /* tx_twice - the attempt may have been delivered although its final

@@ -21,14 +21,15 @@
 
 #include "backoff.h"
 #include "commit.h"
+#include "kept.h"
 #include "log.h"
 #include "notice.h"
 #include "otlp.h"
 #include "peer.h"
 #include "pflog.h"
-#include "relay.h"
 #include "relay_proto.h"
 #include "relay_result.h"
+#include "sched.h"
 #include "smtp_cmd.h"
 #include "spanfile.h"
 #include "stats.h"
@@ -37,48 +38,10 @@
 #include "textesc.h"
 #include "xalloc.h"
 
-/* set_outcome - one recipient's outcome from a reply (or a failure text) */
-void set_outcome(struct outcome *o, uint32_t idx, int code, const char *esc, const char *text)
-{
-	o->idx = idx;
-	o->state = code >= 200 && code < 300 ? RCPT_SENT : code >= 500 ? RCPT_BOUNCED : RCPT_DEFERRED;
-	/* without an enhanced status code, the class's generic one (as Postfix) */
-	snprintf(o->esc, sizeof(o->esc), "%s", esc && esc[0] ? esc
-		 : o->state == RCPT_SENT ? "2.0.0" : o->state == RCPT_DEFERRED ? "4.0.0" : "5.0.0");
-	snprintf(o->reply, sizeof(o->reply), "%s", text);
-}
 
 
-/* relay_outcome - the outcome of the attempt's recipient todo[i] */
-void relay_outcome(struct attempt *a, size_t i, int code, const char *esc, const char *text)
-{
-	set_outcome(&a->res.out[a->res.nout++], a->todo[i]->idx, code, esc, text);
-	a->told[i] = 1;
-}
 
-/* relay_outcome_rest - every recipient of the attempt without an outcome
- * gets this one, in their order */
-void relay_outcome_rest(struct attempt *a, int code, const char *esc, const char *text)
-{
-	for (size_t i = 0; i < a->ntodo; i++)
-		if (!a->told[i])
-			relay_outcome(a, i, code, esc, text);
-}
 
-/* relay_fail - the failure sink of a transaction over a connection: every
- * recipient of a (when not NULL) without an outcome gets code, esc and
- * why; the connection is closed, and calls on it fail at once from then
- * on, keeping why. A connection that never came up counts against the
- * peer's breaker here; one lost later counts with the attempt's record. */
-void relay_fail(struct conn *c, struct attempt *a, int code, const char *esc, const char *why)
-{
-	if (a) {
-		if (!c->opened && c->txns == 0)	/* it never came up */
-			peer_connected(a->to, c->peer, &a->pass, 0, why);
-		relay_outcome_rest(a, code, esc, why);
-	}
-	conn_close(c, 0);
-}
 
 /* attempt_delays - the four parts of an attempt's delay, in microseconds:
  * before it, rate limit wait, connection setup, transmission */
@@ -305,7 +268,7 @@ static void result_committed(struct result *res)
 {
 	stats_queue(res->was, res->after);
 	if (res->noticed)
-		relay_kick();	/* the scheduler queues the notification */
+		sched_kick();	/* the scheduler queues the notification */
 	if (res->removed) {
 		queue_op_cleanup(ternd.spool, &res->del);
 		ternd.queued--;
@@ -360,7 +323,7 @@ void relay_result_reap(struct attempt *a)
 
 	if (a->job.result < 0) {
 		/* kept in memory, so that it is not sent again (storage.c) */
-		int kept = storage_keep(res, a->to->name, a->job.err);
+		int kept = kept_add(res, a->to->name, a->job.err);
 
 		log_error("%s: cannot record the delivery attempt: %s%s", a->qid, a->job.err,
 			  kept ? ": kept in memory, not sent again"
@@ -378,6 +341,38 @@ void relay_result_record(struct attempt *a, const struct conn *c, const struct c
 	relay_result_post(a, c, conf);
 	commit_wait(&a->job);
 	relay_result_reap(a);
+}
+
+/* posted_reap - release the attempts whose outcomes are recorded, oldest
+ * first, waiting for the first wait of them (all: SIZE_MAX) */
+void posted_reap(struct posted *q, size_t wait)
+{
+	for (; q->count > 0; wait -= wait > 0) {
+		struct attempt *a = &q->at[q->head];
+
+		if (wait > 0)
+			commit_wait(&a->job);
+		else if (!commit_poll(&a->job))
+			return;
+		relay_result_reap(a);
+		sched_release(a);
+		q->head = (q->head + 1) % q->cap;
+		q->count--;
+	}
+}
+
+/* posted_add - a's outcomes to the committer, without waiting (a moves
+ * into q); when q is full, its oldest is waited for first */
+void posted_add(struct posted *q, const struct attempt *a, const struct conn *c,
+		       const struct conf *conf)
+{
+	struct attempt *slot;
+
+	if (q->count == q->cap)
+		posted_reap(q, 1);
+	slot = &q->at[(q->head + q->count++) % q->cap];
+	*slot = *a;
+	relay_result_post(slot, c, conf);
 }
 
 /* relay_result_apply - apply_result, for an outcome recorded later (storage.c) */
@@ -438,7 +433,7 @@ static int expire_write(struct store_txn *txn, void *arg)
 	for (size_t i = 0; i < n; i++) {
 		if (r[i].state != RCPT_QUEUED && r[i].state != RCPT_DEFERRED)
 			continue;
-		set_outcome(&res->out[res->nout], r[i].idx, 554, EXPIRE_ESC, EXPIRE_REPLY);
+		outcome_set(&res->out[res->nout], r[i].idx, 554, EXPIRE_ESC, EXPIRE_REPLY);
 		res->out[res->nout++].expired = 1;
 	}
 	q_rcpts_free(&r, n);
@@ -473,7 +468,7 @@ int relay_result_expire(const char *qid, unsigned uid, char *err, size_t len)
 			res->out = xcalloc(n ? n : 1, sizeof(*res->out));
 			for (size_t i = 0; i < n; i++)
 				if (r[i].state == RCPT_QUEUED || r[i].state == RCPT_DEFERRED)
-					set_outcome(&res->out[res->nout++], r[i].idx, 554, EXPIRE_ESC,
+					outcome_set(&res->out[res->nout++], r[i].idx, 554, EXPIRE_ESC,
 						    EXPIRE_REPLY);
 			for (size_t i = 0; i < res->nout; i++) {
 				res->out[i].expired = 1;

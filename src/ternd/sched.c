@@ -36,10 +36,8 @@
 
 #include "commit.h"
 #include "log.h"
-#include "notice.h"
 #include "queue_ops.h"
 #include "ratelimit.h"
-#include "relay.h"
 #include "sched.h"
 #include "smtp_cmd.h"
 #include "stats.h"
@@ -55,6 +53,8 @@ static struct {
 	pthread_cond_t wake;
 	int kicked;
 	int more;			/* the scheduler's only: a walk stopped at its bound */
+	void (*pass)(void);		/* sched_start's hooks */
+	int (*held)(const char *qid);
 } sched = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
 #define SCHED_VISIT_MAX 1024		/* due entries one scan sees per peer */
@@ -66,8 +66,8 @@ struct reroutes {
 	size_t n;
 };
 
-/* relay_kick - new mail is queued: look at the schedule now */
-void relay_kick(void)
+/* sched_kick - new mail is queued: look at the schedule now */
+void sched_kick(void)
 {
 	pthread_mutex_lock(&sched.lock);
 	sched.kicked = 1;
@@ -104,9 +104,9 @@ static int sched_offer_due(uint64_t next_us, const char *qid, uint32_t idx, void
 {
 	(void)next_us;
 	(void)idx;
-	if (storage_kept(qid))
+	if (sched.held != NULL && sched.held(qid))
 		return STORE_DUE_PASS;	/* its outcome waits to be recorded: not sent again */
-	return sched_offer(arg, qid, 0) < 0 || relay_stopping() ? 1 : STORE_DUE_PASS;
+	return sched_offer(arg, qid, 0) < 0 || peer_stopping() ? 1 : STORE_DUE_PASS;
 }
 
 /* sched_offer_probe - a relayed peer's recipient due now, for the
@@ -115,9 +115,9 @@ static int sched_offer_probe(uint64_t next_us, const char *qid, uint32_t idx, vo
 {
 	(void)next_us;
 	(void)idx;
-	if (storage_kept(qid))
+	if (sched.held != NULL && sched.held(qid))
 		return STORE_DUE_PASS;
-	return sched_offer(arg, qid, 1) != 0 || relay_stopping() ? 1 : STORE_DUE_PASS;
+	return sched_offer(arg, qid, 1) != 0 || peer_stopping() ? 1 : STORE_DUE_PASS;
 }
 
 /* sched_reroute_due - a due recipient of a peer a reload removed: note its
@@ -133,7 +133,7 @@ static int sched_reroute_due(uint64_t next_us, const char *qid, uint32_t idx, vo
 		;
 	if (i == rr->n)
 		memcpy(rr->qids[rr->n++], qid, QID_LEN + 1);
-	return rr->n == REROUTE_MAX || relay_stopping() ? 1 : STORE_DUE_PASS;
+	return rr->n == REROUTE_MAX || peer_stopping() ? 1 : STORE_DUE_PASS;
 }
 
 /* sched_parked - a configured peer that is not relayed (no host, or a
@@ -172,7 +172,7 @@ static int sched_peer(const char *peer, void *arg)
 
 	if (p) {
 		if (storage_failing())
-			return relay_stopping();	/* no new delivery (storage.c) */
+			return peer_stopping();	/* no new delivery (storage.c) */
 		/* A walk goes on from where the last one stopped only after a
 		 * stop at its bound; after any other stop (a full ring, the
 		 * probe offered, the breaker holding) the next walk starts at
@@ -190,7 +190,7 @@ static int sched_peer(const char *peer, void *arg)
 	} else if (rr->n < REROUTE_MAX) {
 		store_foreach_due(ternd.store, peer, now_us(), sched_reroute_due, rr);
 	}
-	return relay_stopping();
+	return peer_stopping();
 }
 
 /* sched_reroute_write - route again the live recipients of a message whose peer
@@ -245,9 +245,10 @@ static void *sched_main(void *arg)
 
 		rr.n = 0;
 		sched.more = 0;
-		storage_retry();
+		if (sched.pass != NULL)
+			sched.pass();	/* the relay's: kept outcomes, notifications */
 		store_foreach_sched_peer(ternd.store, sched_peer, &rr);
-		for (size_t i = 0; i < rr.n && !relay_stopping(); i++) {
+		for (size_t i = 0; i < rr.n && !peer_stopping(); i++) {
 			struct job job = {0};
 
 			job.kind = JOB_WRITE;
@@ -256,14 +257,13 @@ static void *sched_main(void *arg)
 			if (commit_submit(&job) < 0)
 				log_error("%s: cannot route it again: %s", rr.qids[i], job.err);
 		}
-		notices_send();
 		pthread_mutex_lock(&sched.lock);
 		clock_deadline(&t, 1000);
-		while (!sched.kicked && !sched.more && !relay_stopping())
+		while (!sched.kicked && !sched.more && !peer_stopping())
 			if (clock_cond_wait(&sched.wake, &sched.lock, &t) == ETIMEDOUT)
 				break;
 		sched.kicked = 0;
-		if (relay_stopping()) {
+		if (peer_stopping()) {
 			pthread_mutex_unlock(&sched.lock);
 			break;
 		}
@@ -272,14 +272,19 @@ static void *sched_main(void *arg)
 	return arg;
 }
 
-/* sched_start - start the scheduler thread */
-void sched_start(void)
+/* sched_start - start the scheduler thread. pass: run at the start of
+ * each of its passes (the relay's work that waits for one: kept outcomes
+ * recorded, notifications queued); held: a message the relay holds back
+ * (an outcome it keeps), not offered. Either may be NULL. */
+void sched_start(void (*pass)(void), int (*held)(const char *qid))
 {
+	sched.pass = pass;
+	sched.held = held;
 	if (pthread_create(&sched.thread, NULL, sched_main, NULL) != 0)
 		log_fatal("cannot start the scheduler");
 }
 
-/* sched_stop - wake the scheduler to see relay_stopping(), and wait for it */
+/* sched_stop - wake the scheduler to see peer_stopping(), and wait for it */
 void sched_stop(void)
 {
 	pthread_mutex_lock(&sched.lock);
@@ -329,7 +334,7 @@ int sched_load(struct attempt *a, struct peer_rt *home, const struct conf_peer *
 	a->home = a->to = home;
 	a->fd = -1;
 	memcpy(a->qid, qid, QID_LEN + 1);
-	if (storage_failing() || storage_kept(qid))
+	if (storage_failing() || (sched.held != NULL && sched.held(qid)))
 		return 0;	/* no new delivery, nor again one not recorded (storage.c) */
 	if (p == NULL || (rc = store_get(ternd.store, qid, &a->m, &a->rcpts, &a->n)) != 0) {
 		if (rc == STORE_DAMAGED)
@@ -389,7 +394,7 @@ void sched_requeue(struct attempt *a)
 	char qid[QID_LEN + 1];
 
 	memcpy(qid, a->qid, QID_LEN + 1);
-	if (relay_stopping()) {
+	if (peer_stopping()) {
 		sched_release(a);	/* it stays queued for the next start */
 		return;
 	}

@@ -15,9 +15,10 @@
 
 #include "conf.h"
 #include "peer.h"
-#include "relay_proto.h"
+#include "attempt.h"
 
-void sched_start(void);
+void sched_start(void (*pass)(void), int (*held)(const char *qid));
+void sched_kick(void);
 void sched_stop(void);
 int sched_load(struct attempt *a, struct peer_rt *home, const struct conf_peer *p,
 	       const char *qid);

@@ -97,17 +97,6 @@ struct session {
 	crypto_generichash_state hash;
 };
 
-/* A read deadline for one command line or one content phase (DATA,
- * a BDAT chunk): it starts at the first wait for input, and then only
- * the octets received move it, each by 1/rate seconds (Postfix's
- * smtpd_min_data_rate); 0 rate: never moved. */
-struct rdeadline {
-	const char *what;		/* for the log: "a command line", "DATA content" */
-	long long timeout;		/* ms, from the first wait */
-	long long base;			/* first wait + timeout (deadline.h), 0: not waited yet */
-	unsigned long long rate;	/* octets a second that earn a second */
-	unsigned long long octets;	/* received since the first wait */
-};
 
 static void flush(struct session *s);
 static void __attribute__((format(printf, 2, 3))) reply(struct session *s, const char *fmt, ...);
@@ -187,27 +176,6 @@ static void error_reply(struct session *s, const char *text)
 	if (++s->errors >= s->conf->ternd.max_errors) {
 		session_fail(s, "4.7.0", "too many errors", "too many errors");
 	}
-}
-
-/* rdeadline_start - a deadline for what, of timeout ms extended at rate
- * octets a second (0: not extended) */
-static struct rdeadline rdeadline_start(const char *what, long long timeout, long long rate)
-{
-	struct rdeadline d = {what, timeout, 0, (unsigned long long)rate, 0};
-
-	return d;
-}
-
-/* rdeadline_at - the deadline now: base plus what the octets earned */
-static long long rdeadline_at(const struct rdeadline *d)
-{
-	unsigned long long earned;
-
-	if (d->rate == 0)
-		return d->base;
-	earned = d->octets / d->rate * 1000 + d->octets % d->rate * 1000 / d->rate;
-	return earned > (unsigned long long)LLONG_MAX - (unsigned long long)d->base
-		? LLONG_MAX : d->base + (long long)earned;
 }
 
 /* fill - read more input before d's deadline; 0 on EOF/error/timeout */

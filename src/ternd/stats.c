@@ -24,14 +24,11 @@
 
 #include <string.h>
 
-#include "compact.h"
-#include "conn.h"
 #include "log.h"
 #include "metrics_std.h"
 #include "smtp_reply.h"
 #include "queue_ops.h"
 #include "stats.h"
-#include "storage.h"
 #include "ternd.h"
 #include "unroutable.h"
 
@@ -62,6 +59,9 @@ static double oldest_age(void *arg)
 	return now > t ? (double)(now - t) / 1e6 : 0;
 }
 
+/* the methods of tern_bytes_sent_total, in enum conn_send_method's order */
+const char *const stats_send_methods[3] = {"sendfile", "ktls", "copy"};
+
 /* notices_waiting - notifications kept in the queue database, not yet
  * queued as messages */
 static double notices_waiting(void *arg)
@@ -90,26 +90,6 @@ static double map_size(void *arg)
 	(void)arg;
 	store_map_usage(ternd.store, &used, &size);
 	return (double)size;
-}
-
-/* spool_bytes, spool_live - octets committed in shared spool segments,
- * and those of queued messages (one read of the segment table) */
-static double spool_bytes(void *arg)
-{
-	uint64_t live, length;
-
-	(void)arg;
-	compact_usage(&live, &length);
-	return (double)length;
-}
-
-static double spool_live(void *arg)
-{
-	uint64_t live, length;
-
-	(void)arg;
-	compact_usage(&live, &length);
-	return (double)live;
 }
 
 /* stats_peer_rcpts - a peer's live recipients (its schedule entries,
@@ -192,7 +172,7 @@ void stats_peer(const char *peer)
 	metric_series(stats.duplicates, peer);
 	metric_series(stats.window, peer);
 	for (size_t i = 0; i < 3; i++)
-		metric_series(stats.bytes, peer, conn_send_method_name((enum conn_send_method)i));
+		metric_series(stats.bytes, peer, stats_send_methods[i]);
 }
 
 /* stats_init - register every metric and label set (before the threads) */
@@ -240,18 +220,10 @@ void stats_init(const struct conf *conf)
 	metric_gauge_fn(metric_new(METRIC_GAUGE, "tern_queue_map_size_bytes",
 				   "Size of the queue database's map (it grows when full).", NULL,
 				   NULL, 0), map_size, NULL);
-	metric_gauge_fn(metric_new(METRIC_GAUGE, "tern_spool_bytes",
-				   "Octets committed in the shared spool segments.", NULL, NULL, 0),
-			spool_bytes, NULL);
-	metric_gauge_fn(metric_new(METRIC_GAUGE, "tern_spool_live_bytes",
-				   "Octets of queued messages in the shared spool segments "
-				   "(copy-forward keeps tern_spool_bytes near them).", NULL, NULL, 0),
-			spool_live, NULL);
 	stats.spans_dropped = metric_new(METRIC_COUNTER, "tern_spans_dropped_total",
 					 "Span lines not written to otlp_spans_file (the writer "
 					 "could not keep up, or a write failed).", NULL, NULL, 0);
 	unroutable_init();
-	storage_init();
 	stats.conns_opened = metric_new(METRIC_COUNTER, "tern_connections_opened_total",
 					"Connections opened to the peer (greeting, EHLO and TLS done).",
 					"peer", NULL, 0);

@@ -18,6 +18,7 @@ struct stats {
 };
 
 extern struct stats stats;
+extern const char *const stats_send_methods[3];
 
 /* conn_send_body's methods, for tern_bytes_sent_total{method} */
 

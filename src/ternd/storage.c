@@ -3,16 +3,12 @@
  * storage.h).
  *
  * A delivery attempt whose outcome the committer cannot record (a full
- * disk, an I/O error) would otherwise be due again at once: its message
- * is still queued, unchanged. So the outcome is kept here, in memory (at
- * most STORAGE_KEEP_MAX of them), and its message is not offered again
- * (storage_kept) until the outcome is recorded; and ternd is "failing":
- * delivery threads take no new work (sched_load), since each attempt
- * would add an outcome that cannot be recorded. While failing, the
- * scheduler makes a probe write once a second (storage_retry); the first
- * commit that succeeds, of any job, ends the state, and the kept outcomes
- * are then recorded, as many per scheduler pass as STORAGE_RETRY_PASS.
- * After a restart a kept outcome is gone: its message is sent again, once.
+ * disk, an I/O error) is kept in memory by the relay (kept.c), and ternd
+ * is "failing": delivery threads take no new work (sched_load), since
+ * each attempt would add an outcome that cannot be recorded. While
+ * failing, the scheduler makes a probe write once a second
+ * (storage_probe); the first commit that succeeds, of any job, ends the
+ * state, and the kept outcomes are then recorded (kept_retry).
  *
  * Ingest keeps a reserve of free space for recording outcomes: below it,
  * MAIL is refused with 452 4.3.1 (storage_room), while delivery, which
@@ -33,61 +29,25 @@
 
 #include "commit.h"
 #include "log.h"
-#include "notice.h"
-#include "peer.h"
 #include "ratelimit.h"
-#include "relay.h"
-#include "relay_result.h"
 #include "stats.h"
 #include "storage.h"
 #include "ternd.h"
 #include "xalloc.h"
 
 #define STORAGE_RETRY_MS 1000		/* between tries while failing */
-#define STORAGE_RETRY_PASS 64		/* kept outcomes recorded per scheduler pass */
-#define STORAGE_STRIKES 3		/* a kept outcome that fails alone: dropped */
-
-/* An outcome not recorded yet, with its own copies of what it points to. */
-struct kept {
-	struct result res;
-	char *relay, *host, *peer;
-	int strikes;			/* tries that failed while a probe did not */
-};
 
 static struct {
 	pthread_mutex_t lock;
-	struct kept *kept[STORAGE_KEEP_MAX];	/* sorted by queue id */
-	size_t n;
+	size_t n;			/* outcomes kept in memory (kept.c) */
 	int failing;			/* read without the lock: storage_failing */
 	uint64_t since;			/* failing since, microseconds */
-	uint64_t last_try;		/* storage_retry's last try while failing */
-	uint64_t dropped;		/* outcomes not kept: the bound was reached */
+	uint64_t last_try;		/* storage_probe's last try while failing */
+	uint64_t dropped;		/* outcomes not kept: the bound was reached (kept.c) */
 	char why[256];			/* the last failure */
 } st = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static struct ratelimit warnings = RATELIMIT_INIT;
-
-/* find - where qid is in the kept outcomes, or would go (under the lock) */
-static size_t find(const char *qid, int *found)
-{
-	size_t lo = 0, hi = st.n;
-
-	*found = 0;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(st.kept[mid]->res.qid, qid);
-
-		if (c == 0) {
-			*found = 1;
-			return mid;
-		}
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
 
 /* state_value - tern_storage_state at a scrape */
 static double state_value(void *arg)
@@ -125,19 +85,6 @@ int storage_failing(void)
 	return __atomic_load_n(&st.failing, __ATOMIC_ACQUIRE);
 }
 
-/* storage_kept - is qid's last outcome waiting here to be recorded? */
-int storage_kept(const char *qid)
-{
-	int found = 0;
-
-	if (__atomic_load_n(&st.n, __ATOMIC_ACQUIRE) == 0)
-		return 0;
-	pthread_mutex_lock(&st.lock);
-	find(qid, &found);
-	pthread_mutex_unlock(&st.lock);
-	return found;
-}
-
 /* warn - the failing state's line, once a minute (under the lock) */
 static void warn(void)
 {
@@ -161,63 +108,24 @@ static void fail(const char *why)
 	warn();
 }
 
-/* kept_free - forget a kept outcome */
-static void kept_free(struct kept **kp)
+/* storage_fail - an outcome could not be committed (why): enter (or stay
+ * in) the failing state; kept and dropped: how many outcomes are kept in
+ * memory now and were not kept since the start (kept.c) */
+void storage_fail(const char *why, size_t kept, uint64_t dropped)
 {
-	struct kept *k = *kp;
-
-	notice_draft_free(&k->res.draft);
-	free(k->res.out);
-	q_msg_clear(&k->res.msg);
-	q_rcpts_free(&k->res.rcpts, k->res.nrcpts);
-	free(k->relay);
-	free(k->host);
-	free(k->peer);
-	free(k);
-	*kp = NULL;
-}
-
-/*
- * storage_keep - an attempt's outcome that the committer could not
- * record (why): keep it, taking over what res owns but its DSN draft
- * (res is left empty),
- * and enter the failing state. 1 kept; 0 when STORAGE_KEEP_MAX are kept
- * already (res is left as it was: its message may be sent again).
- */
-int storage_keep(struct result *res, const char *peer, const char *why)
-{
-	struct kept *k;
-	size_t at;
-	int found, kept = 0;
-
 	pthread_mutex_lock(&st.lock);
-	at = find(res->qid, &found);
-	if (!found && st.n < STORAGE_KEEP_MAX) {
-		k = xcalloc(1, sizeof(*k));
-		k->res = *res;
-		k->relay = xstrdup(res->relay ? res->relay : "none");
-		k->host = res->host ? xstrdup(res->host) : NULL;
-		k->peer = xstrdup(peer);
-		k->res.relay = k->relay;
-		k->res.host = k->host;
-		/* the DSN draft stays with the caller (up to about 150 KB):
-		 * the write that records the outcome builds it (notice_put) */
-		k->res.draft = NULL;
-		memset(&res->msg, 0, sizeof(res->msg));
-		res->out = NULL;
-		res->nout = 0;
-		res->rcpts = NULL;
-		res->nrcpts = 0;
-		memmove(&st.kept[at + 1], &st.kept[at], (st.n - at) * sizeof(st.kept[0]));
-		st.kept[at] = k;
-		__atomic_store_n(&st.n, st.n + 1, __ATOMIC_RELEASE);
-		kept = 1;
-	} else if (!found) {
-		st.dropped++;
-	}
+	st.n = kept;
+	st.dropped = dropped;
 	fail(why);
 	pthread_mutex_unlock(&st.lock);
-	return kept;
+}
+
+/* storage_kept_count - how many outcomes are kept in memory now (kept.c) */
+void storage_kept_count(size_t kept)
+{
+	pthread_mutex_lock(&st.lock);
+	st.n = kept;
+	pthread_mutex_unlock(&st.lock);
 }
 
 /* storage_committed - a commit succeeded: the failing state ends (the
@@ -236,7 +144,7 @@ void storage_committed(void)
 	pthread_mutex_unlock(&st.lock);
 	log_info("storage: commits succeed again after %" PRIu64 " s: delivery resumes, %zu kept "
 		 "outcome%s to record", secs, n, n == 1 ? "" : "s");
-	relay_kick();
+	commit_ready();	/* the scheduler looks again */
 }
 
 /* probe_write - a write that must reach the disk, to learn whether
@@ -247,8 +155,16 @@ static int probe_write(struct store_txn *txn, void *arg)
 	return store_put_meta(txn, "storage_probe", now_us());
 }
 
-/* submit - one write through the committer; 0, or -1 (failing, logged) */
-static int submit(store_write_fn write, void *arg)
+/* storage_try - one probe write now: 0 when it was committed, -1 (the
+ * storage fails) when not */
+int storage_try(void)
+{
+	return storage_submit(probe_write, NULL);
+}
+
+/* storage_submit - one write through the committer; 0, or -1 (failing,
+ * logged) */
+int storage_submit(store_write_fn write, void *arg)
 {
 	struct job job;
 
@@ -264,80 +180,24 @@ static int submit(store_write_fn write, void *arg)
 	return -1;
 }
 
-/* record - try to record one kept outcome through the committer; 0 done */
-static int record(struct kept *k)
+/* storage_probe - the scheduler's pass while failing: a probe write once
+ * a second, whose success ends the state (storage_committed). 1 while
+ * failing */
+int storage_probe(void)
 {
-	if (submit(relay_result_apply, &k->res) < 0)
-		return -1;
-	relay_result_done(&k->res, k->peer);
-	return 0;
-}
+	uint64_t now = now_us();
+	int due;
 
-/* first - the first kept outcome (left in the table), or NULL. Its message
- * is not offered meanwhile: sched_load reads the queue id from here too */
-static struct kept *first(void)
-{
-	struct kept *k;
-
+	if (!storage_failing())
+		return 0;
 	pthread_mutex_lock(&st.lock);
-	k = st.n ? st.kept[0] : NULL;
+	due = now - st.last_try >= STORAGE_RETRY_MS * 1000ULL;
+	if (due)
+		st.last_try = now;
 	pthread_mutex_unlock(&st.lock);
-	return k;
-}
-
-/* forget - remove k from the table */
-static void forget(struct kept *k)
-{
-	size_t at;
-	int found;
-
-	pthread_mutex_lock(&st.lock);
-	at = find(k->res.qid, &found);
-	if (found) {
-		memmove(&st.kept[at], &st.kept[at + 1], (st.n - at - 1) * sizeof(st.kept[0]));
-		__atomic_store_n(&st.n, st.n - 1, __ATOMIC_RELEASE);
-	}
-	pthread_mutex_unlock(&st.lock);
-	kept_free(&k);
-}
-
-/*
- * storage_retry - the scheduler's pass. While failing, a probe write once
- * a second: its success ends the state. Otherwise the kept outcomes are
- * recorded; one that fails while a probe right after it succeeds is not
- * failing for want of storage: after STORAGE_STRIKES such tries it is
- * dropped (logged: its message may be sent again), so that one outcome
- * the store refuses never holds up delivery.
- */
-void storage_retry(void)
-{
-	struct kept *k;
-
-	if (storage_failing()) {
-		uint64_t now = now_us();
-		int due;
-
-		pthread_mutex_lock(&st.lock);
-		due = now - st.last_try >= STORAGE_RETRY_MS * 1000ULL;
-		if (due)
-			st.last_try = now;
-		pthread_mutex_unlock(&st.lock);
-		if (due)
-			submit(probe_write, NULL);
-		return;
-	}
-	for (int i = 0; i < STORAGE_RETRY_PASS && !relay_stopping() && (k = first()) != NULL; i++) {
-		if (record(k) < 0) {
-			if (submit(probe_write, NULL) < 0)
-				return;	/* the storage fails: not the outcome's fault */
-			if (++k->strikes < STORAGE_STRIKES)
-				continue;
-			log_error("%s: the outcome of its delivery attempt cannot be recorded, though "
-				  "other writes succeed: dropped, the message may be sent again",
-				  k->res.qid);
-		}
-		forget(k);
-	}
+	if (due)
+		storage_submit(probe_write, NULL);
+	return storage_failing();
 }
 
 /* free_below - does the file system of dir have less than want octets free? */

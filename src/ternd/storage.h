@@ -1,11 +1,11 @@
 /*
  * storage.h - what ternd does when its storage cannot record what it
- * does: the storage state (ok, reserve, failing), the outcomes of
- * delivery attempts that could not be committed, kept in memory so that
- * their messages are never sent again while ternd runs, and the reserve
- * of free space kept for recording outcomes, below which ingest is
- * refused. Never writes to the store but through the committer, and never
- * decides a delivery's outcome.
+ * does: the storage state (ok, reserve, failing; the outcomes that could
+ * not be committed are the relay's, kept.c, which tells how many), the
+ * probe write while failing, and the reserve of free space kept for
+ * recording outcomes, below which ingest is refused. Never writes to the
+ * store but through the committer, and never decides a delivery's
+ * outcome.
  */
 #ifndef TERN_STORAGE_H
 #define TERN_STORAGE_H
@@ -15,11 +15,8 @@
 
 #include "conf.h"
 
-struct result;
+#include "store.h"
 
-/* Outcomes kept in memory at most; past it, one is not kept (logged): its
- * message stays due in the queue database and may be sent again. */
-#define STORAGE_KEEP_MAX 4096
 /* Free space the reserve keeps per transaction in flight: what recording
  * one outcome may take (the DSN it may cause, at most DSN_HEADERS_MAX plus
  * DSN_FULL_MAX octets and its framing, and the history, recipient and
@@ -29,10 +26,12 @@ enum storage_state { STORAGE_OK, STORAGE_RESERVE, STORAGE_FAILING };
 
 void storage_init(void);
 int storage_failing(void);
-int storage_kept(const char *qid);
-int storage_keep(struct result *res, const char *peer, const char *why);
+void storage_fail(const char *why, size_t kept, uint64_t dropped);
+void storage_kept_count(size_t kept);
 void storage_committed(void);
-void storage_retry(void);
+int storage_submit(store_write_fn write, void *arg);
+int storage_try(void);
+int storage_probe(void);
 uint64_t storage_reserve(const struct conf *conf);
 uint64_t storage_reserve_max(const struct conf *conf);
 void storage_window(int64_t delta);

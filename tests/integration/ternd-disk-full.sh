@@ -54,11 +54,12 @@ TERND_PEERS=$(printf '%s\n' "[peer sink]" "host = [127.0.0.1]" "port = $sport" "
 	"min_idle = 1" "max_connections = 4" "max_pipeline_depth = 2" "max_message_rate = 20/s" "[routes]" "* = sink")
 mport=$(free_port)
 export LD_PRELOAD=$shim ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
-ternd_setup "$top/t" "queue_minfree = 1MB" "segment_size = 1MB" "min_backoff = 1s" \
+ternd_setup "$top/t" "queue_minfree = 3MB" "segment_size = 1MB" "min_backoff = 1s" \
 	"max_backoff = 2s" "metrics_listen = 127.0.0.1:$mport" || exit 1
 unset LD_PRELOAD
-# reserve: queue_minfree + 4 connections x 2 transactions x 256 KB
-reserve_kb=$((1024 + 4 * 2 * 256))
+# reserve: queue_minfree, plus 256 KB for each transaction in flight
+# now (the windows in use, 0 to 4 connections x 2): at least 3 MB
+reserve_kb=3072
 
 # copies - the most copies of one message the sink got so far
 copies() {
