@@ -649,6 +649,13 @@ const struct conf_peer *conf_peer_find(const struct conf *conf, const char *name
 	return find_peer(conf, name);
 }
 
+/* conf_peer_connections - the connections (delivery threads) a peer gets:
+ * max_connections, or 1 when it is 0 */
+int conf_peer_connections(const struct conf_peer *p)
+{
+	return p->max_connections > 0 ? (int)p->max_connections : 1;
+}
+
 /* conf_tls_name - the tern.conf spelling of a TLS policy */
 const char *conf_tls_name(enum conf_tls tls)
 {

@@ -113,6 +113,7 @@ void conf_print_settings(FILE *fp, const struct conf *conf);
 const char *conf_control_socket(const struct conf *conf, char *buf, size_t buflen);
 const char *conf_hostname(const struct conf *conf);
 const struct conf_peer *conf_peer_find(const struct conf *conf, const char *name);
+int conf_peer_connections(const struct conf_peer *p);
 const char *conf_tls_name(enum conf_tls tls);
 const char *conf_route(const struct conf *conf, const char *addr);
 size_t conf_route_check(const struct conf *conf, void (*fn)(const char *msg, void *arg),

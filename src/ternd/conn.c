@@ -179,7 +179,10 @@ int conn_reply(struct conn *c, struct smtp_reply *r, long long timeout_ms)
 	}
 }
 
-/* conn_send_method_name - a method's name, for logs and metrics */
+/* conn_send_method_name - a method's name, for logs and metrics (stats.c
+ * holds the names, in the enum's order, for tern_bytes_sent_total) */
+_Static_assert(SEND_COPY + 1 == sizeof(stats_send_methods) / sizeof(stats_send_methods[0]),
+	       "a name in stats_send_methods for each conn_send_method");
 const char *conn_send_method_name(enum conn_send_method m)
 {
 	return stats_send_methods[m];

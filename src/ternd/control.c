@@ -48,7 +48,6 @@
 #include "log.h"
 #include "peer.h"
 #include "queue_ops.h"
-#include "relay.h"
 #include "relay_result.h"
 #include "sched.h"
 #include "stats.h"

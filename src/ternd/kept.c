@@ -92,17 +92,16 @@ static void kept_free(struct kept **kp)
 }
 
 /*
- * kept_add - an attempt's outcome that the committer could not
- * record (why): keep it, taking over what res owns but its DSN draft
- * (res is left empty),
- * and have the storage enter the failing state. 1 kept; 0 when KEPT_MAX are kept
- * already (res is left as it was: its message may be sent again).
+ * kept_add - an attempt's outcome that the committer could not record
+ * (why): keep it, taking over what res owns but its DSN draft (res is
+ * left empty), and have the storage enter the failing state. 1 kept; 0
+ * when KEPT_MAX are kept already (res is left as it was: its message may
+ * be sent again).
  */
 int kept_add(struct result *res, const char *peer, const char *why)
 {
 	struct kept *k;
-	size_t at, n;
-	uint64_t dropped;
+	size_t at;
 	int found, kept = 0;
 
 	pthread_mutex_lock(&st.lock);
@@ -130,10 +129,8 @@ int kept_add(struct result *res, const char *peer, const char *why)
 	} else if (!found) {
 		st.dropped++;
 	}
-	n = st.n;
-	dropped = st.dropped;
+	storage_fail(why, st.n, st.dropped);	/* under the lock: counts in order */
 	pthread_mutex_unlock(&st.lock);
-	storage_fail(why, n, dropped);
 	return kept;
 }
 
@@ -161,7 +158,7 @@ static struct kept *first(void)
 /* forget - remove k from the table */
 static void forget(struct kept *k)
 {
-	size_t at, n;
+	size_t at;
 	int found;
 
 	pthread_mutex_lock(&st.lock);
@@ -170,9 +167,8 @@ static void forget(struct kept *k)
 		memmove(&st.kept[at], &st.kept[at + 1], (st.n - at - 1) * sizeof(st.kept[0]));
 		__atomic_store_n(&st.n, st.n - 1, __ATOMIC_RELEASE);
 	}
-	n = st.n;
+	storage_kept_count(st.n);
 	pthread_mutex_unlock(&st.lock);
-	storage_kept_count(n);
 	kept_free(&k);
 }
 

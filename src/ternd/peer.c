@@ -267,12 +267,6 @@ void peer_window_loss(struct peer_rt *rt, struct window_cc *own, const char *whe
 		 inflight == 1 ? "" : "s", ssthresh);
 }
 
-/* max_connections - a peer's delivery threads */
-int peer_max_connections(const struct conf_peer *p)
-{
-	return p->max_connections > 0 ? (int)p->max_connections : 1;
-}
-
 /* peer_settings - what a peer's connections are made from: a reload that
  * changes any of it replaces the TLS context and reopens connections */
 char *peer_settings(const struct conf_peer *p)
@@ -332,13 +326,23 @@ void peer_backups(const struct conf *conf)
 	pthread_rwlock_unlock(&table.lock);
 }
 
-/* peer_each - fn for each peer made (removed ones too), in order */
+/* peer_each - fn for each peer made (removed ones too), in order; fn runs
+ * without the table's lock, as it may block (relay_stop joins threads that
+ * take it): the table only grows, and a peer lives until peer_table_free */
 void peer_each(void (*fn)(struct peer_rt *rt, void *arg), void *arg)
 {
+	struct peer_rt **peers;
+	size_t n;
+
 	pthread_rwlock_rdlock(&table.lock);
-	for (size_t i = 0; i < table.n; i++)
-		fn(table.peers[i], arg);
+	n = table.n;
+	peers = xreallocarray(NULL, n ? n : 1, sizeof(*peers));
+	if (n > 0)
+		memcpy(peers, table.peers, n * sizeof(*peers));
 	pthread_rwlock_unlock(&table.lock);
+	for (size_t i = 0; i < n; i++)
+		fn(peers[i], arg);
+	free(peers);
 }
 
 /* peer_retire - a reload removed the peers conf no longer relays to: each

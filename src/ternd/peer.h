@@ -49,7 +49,7 @@ struct peer_rt {
 					 * peer's due mail goes on (sched.c) */
 };
 
-/* One peer as ternq peers shows it (relay_peers). */
+/* One peer as ternq peers shows it (peer_views). */
 struct peer_view {
 	const char *name;
 	enum breaker_state state;
@@ -68,7 +68,6 @@ void peer_each(void (*fn)(struct peer_rt *rt, void *arg), void *arg);
 void peer_table_free(void);
 struct peer_rt *peer_find(const char *name);
 char *peer_settings(const struct conf_peer *p);
-int peer_max_connections(const struct conf_peer *p);
 enum breaker_offer peer_due(struct peer_rt *rt, uint64_t now);
 int peer_allow(struct peer_rt *rt, const struct conf_peer *p, struct breaker_pass *pass);
 void peer_connected(struct peer_rt *rt, const struct conf_peer *p, struct breaker_pass *pass, int ok,

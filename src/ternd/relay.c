@@ -1,6 +1,6 @@
 /*
- * relay - delivery of queued mail to relay peers: the peers, their
- * delivery threads and a reload's changes to them.
+ * relay - delivery of queued mail to relay peers: their delivery threads
+ * and a reload's changes to them (their runtime state is peer.c's).
  *
  * The scheduler (sched.c) hands a relayed peer's messages due now, as
  * jobs, to its delivery threads: at most max_connections per peer, each
@@ -48,22 +48,6 @@
 #include "window.h"
 #include "xalloc.h"
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 /* peer_connect - a new connection, within the peer's max_connection_rate */
 static int peer_connect(struct peer_rt *rt, const struct conf_peer *p, struct conn *c)
 {
@@ -76,7 +60,6 @@ static int peer_connect(struct peer_rt *rt, const struct conf_peer *p, struct co
 	pthread_mutex_unlock(&rt->lock);
 	return conn_open(c, p, ctx, p->helo_name[0] ? p->helo_name : ternd.hostname);
 }
-
 
 /* conn_full - the connection takes no more transactions: its reuse
  * ended (spent), or max_messages_per_connection transactions were
@@ -168,8 +151,6 @@ static void tx_done(struct conn *c, struct attempt *a, struct posted *q, const s
 	relay_result_record(a, c, conf);
 	sched_release(a);
 }
-
-
 
 /*
  * relay_serial - attempts for one job and, over a PIPELINING connection
@@ -432,7 +413,6 @@ static void relay_window(struct peer_rt *home, struct peer_rt *rt, struct conn *
 	free(at);
 }
 
-
 /*
  * relay_deliver - attempts for one job of a peer and the jobs waiting
  * behind it on the same connection: a window of BDAT transactions when
@@ -496,7 +476,6 @@ static void relay_deliver(struct peer_rt *rt, struct conn *c, struct conn *cb, c
 		conn_close(c, 1);	/* spent, or max_messages_per_connection */
 }
 
-
 /* One delivery thread and its connection. */
 struct worker_arg {
 	struct peer_rt *rt;
@@ -528,7 +507,7 @@ static void *relay_worker(void *arg)
 		struct timespec t;
 		int idle = 0, warm;
 
-		if (p == NULL || rt->gone || wa->index >= peer_max_connections(p))
+		if (p == NULL || rt->gone || wa->index >= conf_peer_connections(p))
 			break;	/* removed, or fewer connections: this one goes */
 		warm = wa->index < p->min_idle;
 		if (c.fd >= 0 && c.gen != rt->gen)
@@ -583,15 +562,11 @@ static void *relay_worker(void *arg)
 	return NULL;
 }
 
-
-
-
-
 /* peer_threads - start the delivery threads the peer's max_connections
  * asks for and that do not run (at start, or more after a reload) */
 static void peer_threads(struct peer_rt *rt, const struct conf_peer *p)
 {
-	int want = peer_max_connections(p);
+	int want = conf_peer_connections(p);
 
 	pthread_mutex_lock(&rt->lock);
 	if (want > rt->nthreads) {
@@ -619,11 +594,10 @@ static void peer_threads(struct peer_rt *rt, const struct conf_peer *p)
 	pthread_mutex_unlock(&rt->lock);
 }
 
-
 /* peer_log_start - the line that says a peer is being relayed to */
 static void peer_log_start(const struct conf_peer *p)
 {
-	int n = peer_max_connections(p);
+	int n = conf_peer_connections(p);
 
 	log_info("peer %s: relaying to %s port %lld, tls %s, %d connection%s", p->name, p->host,
 		 p->port, conf_tls_name(p->tls), n, n == 1 ? "" : "s");
@@ -673,23 +647,17 @@ static void peer_go(struct peer_rt *rt, void *arg)
 	peer_log_start(p);
 }
 
-/* relay_pass - what the scheduler's pass does for the relay: record the
- * outcomes kept in memory (or probe the storage while it fails), queue
- * the notifications waiting */
-static void relay_pass(void)
-{
-	kept_retry();
-	notices_send();
-}
-
 /* relay_start - start the scheduler and each relayed peer's threads */
 void relay_start(void)
 {
+	static const struct sched_hooks hooks = {
+		.before = kept_retry, .after = notices_send, .held = kept_has,
+	};
 	const struct conf *conf = ternd_conf();
 
 	peer_each(peer_go, (void *)conf);
 	peer_backups(conf);
-	sched_start(relay_pass, kept_has);
+	sched_start(&hooks);
 }
 
 /*

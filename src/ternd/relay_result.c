@@ -33,15 +33,9 @@
 #include "smtp_cmd.h"
 #include "spanfile.h"
 #include "stats.h"
-#include "storage.h"
 #include "ternd.h"
 #include "textesc.h"
 #include "xalloc.h"
-
-
-
-
-
 
 /* attempt_delays - the four parts of an attempt's delay, in microseconds:
  * before it, rate limit wait, connection setup, transmission */
@@ -173,7 +167,6 @@ static int apply_result(struct store_txn *txn, void *arg)
 	res->removed = 1;
 	return queue_op_write(txn, &res->del);
 }
-
 
 /* log_outcomes - one Postfix-format line per recipient of the attempt:
  * delays= are queue wait before the attempt, rate limit wait, connection
@@ -322,7 +315,7 @@ void relay_result_reap(struct attempt *a)
 	struct result *res = &a->res;
 
 	if (a->job.result < 0) {
-		/* kept in memory, so that it is not sent again (storage.c) */
+		/* kept in memory, so that it is not sent again (kept.c) */
 		int kept = kept_add(res, a->to->name, a->job.err);
 
 		log_error("%s: cannot record the delivery attempt: %s%s", a->qid, a->job.err,
@@ -375,7 +368,7 @@ void posted_add(struct posted *q, const struct attempt *a, const struct conn *c,
 	relay_result_post(slot, c, conf);
 }
 
-/* relay_result_apply - apply_result, for an outcome recorded later (storage.c) */
+/* relay_result_apply - apply_result, for an outcome recorded later (kept.c) */
 int relay_result_apply(struct store_txn *txn, void *arg)
 {
 	return apply_result(txn, arg);
@@ -396,7 +389,6 @@ void relay_result_done(struct result *res, const char *peer)
 		stats_delivery(peer, res->out[i].state, res->out[i].esc);
 	result_committed(res);
 }
-
 
 /* Expired by the admin (ternq expire): the admin's reason and its code,
  * as a lifetime expiry: RFC 3463's 4.4.7 "delivery time expired", with

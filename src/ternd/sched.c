@@ -53,8 +53,7 @@ static struct {
 	pthread_cond_t wake;
 	int kicked;
 	int more;			/* the scheduler's only: a walk stopped at its bound */
-	void (*pass)(void);		/* sched_start's hooks */
-	int (*held)(const char *qid);
+	struct sched_hooks hooks;	/* sched_start's */
 } sched = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
 #define SCHED_VISIT_MAX 1024		/* due entries one scan sees per peer */
@@ -104,7 +103,7 @@ static int sched_offer_due(uint64_t next_us, const char *qid, uint32_t idx, void
 {
 	(void)next_us;
 	(void)idx;
-	if (sched.held != NULL && sched.held(qid))
+	if (sched.hooks.held(qid))
 		return STORE_DUE_PASS;	/* its outcome waits to be recorded: not sent again */
 	return sched_offer(arg, qid, 0) < 0 || peer_stopping() ? 1 : STORE_DUE_PASS;
 }
@@ -115,7 +114,7 @@ static int sched_offer_probe(uint64_t next_us, const char *qid, uint32_t idx, vo
 {
 	(void)next_us;
 	(void)idx;
-	if (sched.held != NULL && sched.held(qid))
+	if (sched.hooks.held(qid))
 		return STORE_DUE_PASS;
 	return sched_offer(arg, qid, 1) != 0 || peer_stopping() ? 1 : STORE_DUE_PASS;
 }
@@ -245,8 +244,7 @@ static void *sched_main(void *arg)
 
 		rr.n = 0;
 		sched.more = 0;
-		if (sched.pass != NULL)
-			sched.pass();	/* the relay's: kept outcomes, notifications */
+		sched.hooks.before();	/* the relay's kept outcomes */
 		store_foreach_sched_peer(ternd.store, sched_peer, &rr);
 		for (size_t i = 0; i < rr.n && !peer_stopping(); i++) {
 			struct job job = {0};
@@ -257,6 +255,7 @@ static void *sched_main(void *arg)
 			if (commit_submit(&job) < 0)
 				log_error("%s: cannot route it again: %s", rr.qids[i], job.err);
 		}
+		sched.hooks.after();	/* the relay's notifications */
 		pthread_mutex_lock(&sched.lock);
 		clock_deadline(&t, 1000);
 		while (!sched.kicked && !sched.more && !peer_stopping())
@@ -272,14 +271,11 @@ static void *sched_main(void *arg)
 	return arg;
 }
 
-/* sched_start - start the scheduler thread. pass: run at the start of
- * each of its passes (the relay's work that waits for one: kept outcomes
- * recorded, notifications queued); held: a message the relay holds back
- * (an outcome it keeps), not offered. Either may be NULL. */
-void sched_start(void (*pass)(void), int (*held)(const char *qid))
+/* sched_start - start the scheduler thread with the upper layer's hooks
+ * (sched.h), each of them required */
+void sched_start(const struct sched_hooks *hooks)
 {
-	sched.pass = pass;
-	sched.held = held;
+	sched.hooks = *hooks;
 	if (pthread_create(&sched.thread, NULL, sched_main, NULL) != 0)
 		log_fatal("cannot start the scheduler");
 }
@@ -334,8 +330,8 @@ int sched_load(struct attempt *a, struct peer_rt *home, const struct conf_peer *
 	a->home = a->to = home;
 	a->fd = -1;
 	memcpy(a->qid, qid, QID_LEN + 1);
-	if (storage_failing() || (sched.held != NULL && sched.held(qid)))
-		return 0;	/* no new delivery, nor again one not recorded (storage.c) */
+	if (storage_failing() || sched.hooks.held(qid))
+		return 0;	/* no new delivery, nor again one not recorded (kept.c) */
 	if (p == NULL || (rc = store_get(ternd.store, qid, &a->m, &a->rcpts, &a->n)) != 0) {
 		if (rc == STORE_DAMAGED)
 			sched_hold_damaged(qid);

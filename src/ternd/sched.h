@@ -17,7 +17,18 @@
 #include "peer.h"
 #include "attempt.h"
 
-void sched_start(void (*pass)(void), int (*held)(const char *qid));
+/* what the layer above runs in each pass of the scheduler: before, at its
+ * start (the relay records the outcomes it kept while the disk failed);
+ * after, once the peers were scanned and mail routed again (it queues
+ * the notifications waiting); held, asked of each message due: one the
+ * relay holds back (an outcome it keeps) is not offered */
+struct sched_hooks {
+	void (*before)(void);
+	void (*after)(void);
+	int (*held)(const char *qid);
+};
+
+void sched_start(const struct sched_hooks *hooks);
 void sched_kick(void);
 void sched_stop(void);
 int sched_load(struct attempt *a, struct peer_rt *home, const struct conf_peer *p,

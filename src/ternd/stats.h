@@ -18,9 +18,9 @@ struct stats {
 };
 
 extern struct stats stats;
-extern const char *const stats_send_methods[3];
 
 /* conn_send_body's methods, for tern_bytes_sent_total{method} */
+extern const char *const stats_send_methods[3];
 
 void stats_init(const struct conf *conf);
 void stats_peer(const char *peer);

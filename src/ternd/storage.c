@@ -182,7 +182,8 @@ int storage_submit(store_write_fn write, void *arg)
 
 /* storage_probe - the scheduler's pass while failing: a probe write once
  * a second, whose success ends the state (storage_committed). 1 while
- * failing */
+ * failing, the pass that probed included (its success is seen by the next
+ * pass, whatever the committer's order of answer and state) */
 int storage_probe(void)
 {
 	uint64_t now = now_us();
@@ -197,7 +198,7 @@ int storage_probe(void)
 	pthread_mutex_unlock(&st.lock);
 	if (due)
 		storage_submit(probe_write, NULL);
-	return storage_failing();
+	return 1;
 }
 
 /* free_below - does the file system of dir have less than want octets free? */
@@ -232,7 +233,7 @@ uint64_t storage_reserve_max(const struct conf *conf)
 
 	for (size_t i = 0; i < conf->npeers; i++) {
 		const struct conf_peer *p = &conf->peers[i];
-		uint64_t conns = p->max_connections > 0 ? (uint64_t)p->max_connections : 1;
+		uint64_t conns = (uint64_t)conf_peer_connections(p);
 		uint64_t depth = p->max_pipeline_depth > 1 ? (uint64_t)p->max_pipeline_depth : 2;
 
 		if (p->host[0])
