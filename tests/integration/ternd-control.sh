@@ -178,7 +178,9 @@ rc=$?
 took=$(((${EPOCHREALTIME//[.,]/} - start) / 1000))
 tap_is "ternq --timeout 2s on a mute control socket: exit 2 and a clear error" "$rc:$(cat "$top/err")" \
 	"2:ternq: ternd's control socket did not answer within 2s"
-tap_like "... after about 2 s (${took} ms)" "$took" '^(19[0-9][0-9]|[2-9][0-9][0-9][0-9])$'
+# at least the 2 s asked, and well before the default 30 s (a loaded
+# machine may take some seconds more to start ternq and to reap it)
+tap_like "... after 2 s, not the default 30 s (${took} ms)" "$took" '^(19[0-9][0-9]|[2-9][0-9][0-9][0-9])$'
 timeout 10 "$_ternq_bin" -c "$TERND_CONF" hold "$q1" --timeout 0 2>"$top/err"
 tap_is "--timeout 0 is refused" "$?:$(cat "$top/err")" "2:ternq: --timeout 0: must be more than 0"
 tap_is "the message was not changed behind the mute socket" "$(state "$q1")" queued

@@ -9,6 +9,11 @@
 #   2. a ternd whose peer has 16 connections but nothing to deliver keeps
 #      queue_minfree alone as its reserve (ternq stats), so ingest goes on
 #      (before: 1 MB + 128 MB, more than the disk: every MAIL got 452)
+#   3. with 4 messages written to a CHUNKING peer that does not answer
+#      (bench/chunk-sink stopped with SIGSTOP on its 2 warm connections),
+#      the reserve is queue_minfree + 256 KB for each of the 1 to 4
+#      transactions in flight; once the peer answers and the queue
+#      drains, queue_minfree again
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib/tap.sh"
@@ -49,5 +54,50 @@ tap_like "ternq stats: the reserve is queue_minfree alone" "$(ternq_ stats | gre
 printf '%s\n' '<<' '> EHLO x\r\n' '<' '> MAIL FROM:<a@example.org>\r\n' '<' '> QUIT\r\n' '<' >"$top/chat"
 tap_like "MAIL is taken" "$(python3 "$here/../lib/smtp_chat.py" "127.0.0.1:$TERND_PORT" "$top/chat" 2>/dev/null | sed -n 3p)" \
 	'^250 '
+
+# --- 3. the reserve while transactions are in flight -----------------------------------
+sink=${top_builddir:-$here/../..}/bench/chunk-sink
+[ -x "$sink" ] || { tap_skip "3: bench/chunk-sink not built"; ternd_stop_checked; tap_done; exit; }
 ternd_stop_checked
+sport=$(free_port)
+"$sink" -q -o "$top/sink.count" "127.0.0.1:$sport" &
+spid=$!
+tap_bg_register "$spid"
+wait_for_port "$sport"
+TERND_PEERS=$(printf '%s\n' "[peer sink]" "host = [127.0.0.1]" "port = $sport" "tls = none" \
+	"min_idle = 2" "max_connections = 2" "[routes]" "* = sink")
+ternd_setup "$top/t3" "queue_minfree = 1MB" || exit 1
+# reserve_kb - the reserve ternq stats says
+reserve_kb() {
+	ternq_ stats | sed -n 's/^storage: [a-z]*: [0-9]* KB free, reserve \([0-9]*\) KB.*$/\1/p'
+}
+# sink_has WHAT - the sink's counter line holds WHAT (connections=2, ...)
+sink_has() {
+	grep -q " $1 " "$top/sink.count" 2>/dev/null || grep -q "^$1 " "$top/sink.count" 2>/dev/null
+}
+tap_check "3: ternd keeps 2 warm connections to the peer" wait_until 30 sink_has connections=2
+kill -STOP "$spid"
+for i in 1 2 3 4; do
+	swaks --server "127.0.0.1:$TERND_PORT" --from a@example.org --to "r$i@example.com" \
+		--timeout 10 >"$top/swaks.$i" 2>&1
+done
+tap_is "3: 4 messages accepted" "$(grep -l '^<-  250 2\.0\.0 Ok: queued as' "$top"/swaks.* | wc -l)" 4
+above() {
+	local r
+	r=$(reserve_kb)
+	[ -n "$r" ] && [ "$r" -gt 1024 ]
+}
+tap_check "3: with the peer silent, the reserve grows past queue_minfree" wait_until 30 above
+r=$(reserve_kb)
+tap_like "3: ... by 256 KB for each of 1 to 4 transactions in flight ($r KB)" \
+	"$(( (r - 1024) % 256 )):$(( (r - 1024) / 256 ))" '^0:[1-4]$'
+kill -CONT "$spid"
+tap_check "3: the peer answers: all 4 taken" wait_until 60 sink_has messages=4
+back() {
+	[ "$(reserve_kb)" = 1024 ]
+}
+tap_check "3: ... and the reserve is queue_minfree again" wait_until 30 back
+ternd_stop_checked
+kill -TERM "$spid" 2>/dev/null
+wait "$spid" 2>/dev/null
 tap_done

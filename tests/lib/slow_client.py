@@ -92,7 +92,9 @@ def run(limit, target, rate, preamble, payload, out):
             break
         off += step
         time.sleep(gap)
-    t.join(0 if got else max(0.0, limit - (time.monotonic() - start)) + 0.5)
+    # a reply came: the reader waits up to 1 s more for the close, so wait
+    # for it (checking got at once saw "open" when the close came later)
+    t.join(1.5 if got else max(0.0, limit - (time.monotonic() - start)) + 2.5)
     if not got or got[0][0] is None:
         out.append("%.1f none" % (time.monotonic() - start))
     else:
