@@ -5,6 +5,12 @@
  * such a file (LMDB growing its map) when the length is over
  * $FAULTFS_MMAP_OVER octets (0 or unset: any length).
  *
+ * ENOSPC spares an LMDB meta page (an in-place pwrite in the first two
+ * pages of a data.mdb): a file system that overwrites in place needs no
+ * new block for it, so a real full disk never fails it. Failing it would
+ * make a fault switched on between a commit's data pages and its meta
+ * page an MDB_PANIC, which is the EIO case, not the full disk's.
+ *
  * The fault in force is read from the file $FAULTFS_CONTROL at every call:
  * one line "CALL=ERRNO" (e.g. "fdatasync=EIO", "write=ENOSPC", "any=EIO",
  * "mmap=ENOMEM"),
@@ -18,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -55,6 +62,23 @@ static int fault(const char *call, int fd)
 	return strcmp(eq + 1, "ENOSPC") == 0 ? ENOSPC : strcmp(eq + 1, "ENOMEM") == 0 ? ENOMEM : EIO;
 }
 
+/* meta_page - is this pwrite an in-place write of an LMDB meta page? */
+static int meta_page(int fd, size_t n, off_t off)
+{
+	char link[64], path[4096];
+	long page = sysconf(_SC_PAGESIZE);
+	struct stat st;
+	ssize_t len;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	if ((len = readlink(link, path, sizeof(path) - 1)) <= 0)
+		return 0;
+	path[len] = '\0';
+	len -= (ssize_t)strlen("/data.mdb");
+	return len > 0 && strcmp(path + len, "/data.mdb") == 0 && fstat(fd, &st) == 0
+	    && off + (off_t)n <= 2 * page && off + (off_t)n <= st.st_size;
+}
+
 #define REAL(name) static __typeof__(name) *real; if (!real) real = (__typeof__(name) *)dlsym(RTLD_NEXT, #name)
 
 ssize_t write(int fd, const void *buf, size_t n)
@@ -79,7 +103,7 @@ ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 {
 	int e;
 	REAL(pwrite);
-	if ((e = fault("write", fd)) != 0)
+	if ((e = fault("write", fd)) != 0 && !(e == ENOSPC && meta_page(fd, n, off)))
 		return errno = e, -1;
 	return real(fd, buf, n, off);
 }
