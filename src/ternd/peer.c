@@ -277,6 +277,25 @@ char *peer_settings(const struct conf_peer *p)
 			 p->tls_key_file);
 }
 
+/* peer_resettle - a reload changed rt's connection settings to
+ * settings (taken): tls (NULL for tls = none) replaces its TLS context,
+ * the old one kept until the stop for the connections still on it, and
+ * the generation moves, so that each connection is reopened as it
+ * comes free */
+void peer_resettle(struct peer_rt *rt, SSL_CTX *tls, char *settings)
+{
+	pthread_mutex_lock(&rt->lock);
+	if (rt->tls) {
+		rt->retired = xreallocarray(rt->retired, rt->nretired + 1, sizeof(*rt->retired));
+		rt->retired[rt->nretired++] = rt->tls;
+	}
+	rt->tls = tls;
+	rt->gen++;
+	free(rt->settings);
+	rt->settings = settings;
+	pthread_mutex_unlock(&rt->lock);
+}
+
 /* peer_new - a relayed peer's runtime state, with its TLS context tls
  * (made by the relay: tls_cache_context) */
 struct peer_rt *peer_new(const struct conf_peer *p, SSL_CTX *tls)

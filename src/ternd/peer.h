@@ -68,6 +68,7 @@ void peer_each(void (*fn)(struct peer_rt *rt, void *arg), void *arg);
 void peer_table_free(void);
 struct peer_rt *peer_find(const char *name);
 char *peer_settings(const struct conf_peer *p);
+void peer_resettle(struct peer_rt *rt, SSL_CTX *tls, char *settings);
 enum breaker_offer peer_due(struct peer_rt *rt, uint64_t now);
 int peer_allow(struct peer_rt *rt, const struct conf_peer *p, struct breaker_pass *pass);
 void peer_connected(struct peer_rt *rt, const struct conf_peer *p, struct breaker_pass *pass, int ok,

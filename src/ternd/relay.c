@@ -704,18 +704,8 @@ void relay_reload(const struct conf *conf)
 				free(settings);
 				continue;
 			}
-			pthread_mutex_lock(&rt->lock);
-			if (rt->tls) {
-				rt->retired = xreallocarray(rt->retired, rt->nretired + 1,
-							    sizeof(*rt->retired));
-				rt->retired[rt->nretired++] = rt->tls;
-			}
-			rt->tls = ctx;
-			rt->gen++;
-			free(rt->settings);
-			rt->settings = settings;
+			peer_resettle(rt, ctx, settings);
 			settings = NULL;
-			pthread_mutex_unlock(&rt->lock);
 			log_info("peer %s: connection settings changed: its connections are reopened",
 				 p->name);
 			peer_log_start(p);
