@@ -4,8 +4,8 @@
  * One line per request, one line per answer: "hold|release|delete|retry|
  * requeue|expire QID" answers "ok", "unchanged", "not found" or
  * "error: ..."; "ping" answers "ok"; "reset PEER" (close its breaker now)
- * "ok" or "not found". "peers" answers one line per configured peer,
- * tab-separated (name, breaker state, since, open until, connections
+ * "ok", "parked" (no host, so no breaker) or "not found". "peers"
+ * answers one line per configured peer, tab-separated (name, breaker state, since, open until, connections
  * busy, idle, queued recipients, last error's time and text; times in
  * microseconds since the epoch, 0 for none), then a line "."; a peer
  * that is not relayed (no host) has the state "parked" and only its
@@ -151,11 +151,14 @@ static int control_peers(int fd)
 	return rc < 0 ? rc : control_send(fd, ".", ms_now() + CONTROL_DEADLINE_MS);
 }
 
-/* control_reset - "reset PEER": close its breaker now */
+/* control_reset - "reset PEER": close its breaker now ("parked": the
+ * peer has no host, so no breaker) */
 static void control_reset(const char *peer, const struct ucred *cred, char *answer, size_t len)
 {
 	if (peer_reset(peer) < 0) {
-		snprintf(answer, len, "not found");
+		const struct conf_peer *p = conf_peer_find(ternd_conf(), peer);
+
+		snprintf(answer, len, p != NULL && p->host[0] == '\0' ? "parked" : "not found");
 		return;
 	}
 	log_info("peer %s: breaker closed by ternq (uid %u)", peer, (unsigned)cred->uid);

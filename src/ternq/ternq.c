@@ -681,6 +681,11 @@ static int cmd_peers(struct ternq *q, char **args, int nargs)
 			textesc_line(stderr, "ternq: peers reset: %s: breaker closed", args[1]);
 			return 0;
 		}
+		if (strcmp(line, "parked") == 0) {
+			textesc_line(stderr, "ternq: peers reset: %s: parked (no host): it has no "
+				     "breaker; its mail waits for a host", args[1]);
+			return EXIT_NOTFOUND;
+		}
 		if (strcmp(line, "not found") == 0) {
 			textesc_line(stderr, "ternq: peers reset: %s: no such relayed peer", args[1]);
 			return EXIT_NOTFOUND;

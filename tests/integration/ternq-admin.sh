@@ -90,6 +90,8 @@ tap_is "1: ... but nothing moved" "$(ids)" "$d1 "
 tap_is "1: ... the breaker is still open" "$(peer_field down breaker)" open
 tap_is "1: peers reset nosuch: exit 1" "$(run peers reset nosuch)" \
 	"1:ternq: peers reset: nosuch: no such relayed peer"
+tap_is "1: peers reset park: parked, no breaker: exit 1" "$(run peers reset park)" \
+	"1:ternq: peers reset: park: parked (no host): it has no breaker; its mail waits for a host"
 tap_is "1: peers reset down --json: usage error" "$(run peers reset down --json | cut -d: -f1)" 2
 tap_is "1: peers reset down" "$(run peers reset down)" "0:ternq: peers reset: down: breaker closed"
 tap_is "1: ... logged with the uid" "$(nlog ': peer down: breaker closed by ternq \(uid 0\)$')" 1
