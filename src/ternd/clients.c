@@ -1,6 +1,7 @@
 /*
  * clients - inbound sessions per client address (see clients.h). Never
- * locks, logs or reads a socket: listen.c calls it under ternd.lock.
+ * locks, logs or reads a socket: listen.c calls it under its
+ * sessions lock.
  */
 #include "config.h"
 

@@ -90,12 +90,26 @@
 #define HIST_INDEX_CATCHUP 256		/* past it, indexed per batch beyond its own */
 #define HIST_INDEX_QUIET_MS 10		/* no batch for that long: index while idle */
 
+/* The committer's queue, and how far a stop has gone, one stage after
+ * the other (written under lock, read with or without it): DRAINING from
+ * SIGTERM, while the sessions and the relay end (a failed commit of
+ * acknowledged mail leaves it in the log for the next start rather than
+ * hold them up), STOPPED from commit_stop (no new job; the committer
+ * drains its queue and ends). */
+enum { TERND_RUNNING, TERND_DRAINING, TERND_STOPPED };
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t work;
+	struct job *head, **tail;
+	_Atomic int stop;
+} cq = {.lock = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER};
+
 static uint64_t ternd_last_qid;		/* the highest queue id recorded */
 static time_t last_reader_check;
 static time_t last_prune;
 static time_t last_index_warning;
-static int appender_waits;		/* the appender is in take_batch (ternd.lock) */
-static _Atomic uint64_t appender_idle;	/* since when it waits for jobs, or 0 (ternd.lock) */
+static int appender_waits;		/* the appender is in take_batch (cq.lock) */
+static _Atomic uint64_t appender_idle;	/* since when it waits for jobs, or 0 (cq.lock) */
 static int hist_unindexed = 1;		/* records may wait for their index (writer) */
 
 static pthread_t appender_thread, writer_thread;
@@ -119,6 +133,12 @@ void commit_ready(void)
 		ready_fn();
 }
 
+/* commit_stopped - has commit_stop begun? No job is taken from then on */
+int commit_stopped(void)
+{
+	return cq.stop == TERND_STOPPED;
+}
+
 /* commit_post - queue a job without waiting for it: commit_wait (or
  * commit_poll) gives its answer. A session's fiber waits in commit_submit
  * alone; this is for threads. -1 at once when ternd has stopped. */
@@ -126,19 +146,19 @@ int commit_post(struct job *job)
 {
 	job->next = NULL;
 	job->posted = 0;
-	pthread_mutex_lock(&ternd.lock);
-	if (ternd.stop == TERND_STOPPED) {
-		pthread_mutex_unlock(&ternd.lock);
+	pthread_mutex_lock(&cq.lock);
+	if (cq.stop == TERND_STOPPED) {
+		pthread_mutex_unlock(&cq.lock);
 		snprintf(job->err, sizeof(job->err), "ternd is stopping");
 		return job->result = -1;
 	}
 	if ((job->fiber = fiber_self()) == NULL)
 		sem_init(&job->done, 0, 0);
 	job->posted = 1;
-	*ternd.tail = job;
-	ternd.tail = &job->next;
-	pthread_cond_signal(&ternd.work);
-	pthread_mutex_unlock(&ternd.lock);
+	*cq.tail = job;
+	cq.tail = &job->next;
+	pthread_cond_signal(&cq.work);
+	pthread_mutex_unlock(&cq.lock);
 	return 0;
 }
 
@@ -295,10 +315,10 @@ static size_t take_batch(struct job **jobs, size_t max, int *stop)
 	size_t n = 0;
 	int ms;
 
-	pthread_mutex_lock(&ternd.lock);
+	pthread_mutex_lock(&cq.lock);
 	appender_waits = 1;
 	for (;;) {
-		while (ternd.head == NULL && ternd.stop != TERND_STOPPED
+		while (cq.head == NULL && cq.stop != TERND_STOPPED
 		       && (ms = compact_wait_ms()) > 0) {
 			struct timespec t;
 
@@ -310,7 +330,7 @@ static size_t take_batch(struct job **jobs, size_t max, int *stop)
 				pthread_mutex_unlock(&stage.lock);
 			}
 			clock_deadline(&t, ms);
-			if (clock_cond_wait(&ternd.work, &ternd.lock, &t) == ETIMEDOUT)
+			if (clock_cond_wait(&cq.work, &cq.lock, &t) == ETIMEDOUT)
 				break;
 		}
 		if (time(NULL) - last_reader_check >= 60) {
@@ -322,19 +342,19 @@ static size_t take_batch(struct job **jobs, size_t max, int *stop)
 				log_info("cleared %d stale queue database reader%s", dead,
 					 dead == 1 ? "" : "s");
 		}
-		if (ternd.head != NULL || ternd.stop == TERND_STOPPED || compact_wait_ms() == 0)
+		if (cq.head != NULL || cq.stop == TERND_STOPPED || compact_wait_ms() == 0)
 			break;
 	}
-	while (ternd.head && n < max) {
-		jobs[n++] = ternd.head;
-		ternd.head = ternd.head->next;
+	while (cq.head && n < max) {
+		jobs[n++] = cq.head;
+		cq.head = cq.head->next;
 	}
-	if (ternd.head == NULL)
-		ternd.tail = &ternd.head;
-	*stop = ternd.stop == TERND_STOPPED;
+	if (cq.head == NULL)
+		cq.tail = &cq.head;
+	*stop = cq.stop == TERND_STOPPED;
 	appender_waits = 0;
 	appender_idle = 0;
-	pthread_mutex_unlock(&ternd.lock);
+	pthread_mutex_unlock(&cq.lock);
 	return n;
 }
 
@@ -353,7 +373,7 @@ static void finish(struct job **jobs, size_t n, int result, const char *err)
 		if (result != 0)
 			snprintf(jobs[i]->err, sizeof(jobs[i]->err), "%s", err);
 		else if (jobs[i]->kind == JOB_ACCEPT) {
-			ternd.queued++;
+			stats_queued_add(1);
 			stats_queue(QSTATE_GONE, QSTATE_QUEUED);
 		}
 		job_answer(jobs[i]);	/* the job is the session's from here */
@@ -553,9 +573,9 @@ static int idle(void)
 {
 	int yes;
 
-	pthread_mutex_lock(&ternd.lock);
-	yes = appender_waits && ternd.head == NULL && ternd.stop != TERND_STOPPED;
-	pthread_mutex_unlock(&ternd.lock);
+	pthread_mutex_lock(&cq.lock);
+	yes = appender_waits && cq.head == NULL && cq.stop != TERND_STOPPED;
+	pthread_mutex_unlock(&cq.lock);
 	pthread_mutex_lock(&stage.lock);
 	yes = yes && stage.nwaiting == 0;
 	pthread_mutex_unlock(&stage.lock);
@@ -621,16 +641,16 @@ static void lag_wait(void)
  * waiting for the committer can end */
 void commit_draining(void)
 {
-	pthread_mutex_lock(&ternd.lock);
-	if (ternd.stop == TERND_RUNNING)
-		ternd.stop = TERND_DRAINING;
-	pthread_mutex_unlock(&ternd.lock);
+	pthread_mutex_lock(&cq.lock);
+	if (cq.stop == TERND_RUNNING)
+		cq.stop = TERND_DRAINING;
+	pthread_mutex_unlock(&cq.lock);
 }
 
 /* stopping - has ternd been asked to stop? */
 static int stopping(void)
 {
-	return ternd.stop != TERND_RUNNING;
+	return cq.stop != TERND_RUNNING;
 }
 
 /* group_commit - the group's LMDB transaction; a group holding
@@ -715,7 +735,7 @@ static void *writer_main(void *arg)
 			if ((n = wal_retry(first_seg)) > 0) {
 				for (unsigned i = 0; i < n; i++)
 					stats_queue(QSTATE_GONE, QSTATE_QUEUED);
-				ternd.queued += n;
+				stats_queued_add(n);
 				commit_ready();
 			}
 		}
@@ -737,7 +757,7 @@ static void *writer_main(void *arg)
 		if (rc == 0) {
 			for (size_t i = 0; i < g.acked; i++)
 				stats_queue(QSTATE_GONE, QSTATE_QUEUED);
-			ternd.queued += g.acked;
+			stats_queued_add(g.acked);
 			if (g.acked)
 				commit_ready();	/* in LMDB now: the relay may see it */
 			hist_unindexed = g.unindexed > 0;
@@ -784,8 +804,8 @@ void commit_start(void)
 {
 	char err[256];
 
-	ternd.head = NULL;
-	ternd.tail = &ternd.head;
+	cq.head = NULL;
+	cq.tail = &cq.head;
 	if (store_get_meta(ternd.store, "next_seg", &last_seg) < 0
 	    || store_get_meta(ternd.store, "last_qid", &ternd_last_qid) < 0)
 		log_fatal("cannot read the queue counters");
@@ -843,10 +863,10 @@ static void rotate_drained(void)
  * nothing lives in it (while running, rotate_drained does the same). */
 void commit_stop(void)
 {
-	pthread_mutex_lock(&ternd.lock);
-	ternd.stop = TERND_STOPPED;
-	pthread_cond_broadcast(&ternd.work);
-	pthread_mutex_unlock(&ternd.lock);
+	pthread_mutex_lock(&cq.lock);
+	cq.stop = TERND_STOPPED;
+	pthread_cond_broadcast(&cq.work);
+	pthread_mutex_unlock(&cq.lock);
 	pthread_join(appender_thread, NULL);
 	pthread_join(writer_thread, NULL);
 	if (!wal_pending())	/* else the log may hold mail the database lacks */

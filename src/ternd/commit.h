@@ -52,6 +52,7 @@ void commit_ready(void);
 void commit_start(void);
 void commit_draining(void);
 void commit_stop(void);
+int commit_stopped(void);
 int commit_submit(struct job *job);
 int commit_post(struct job *job);
 int commit_poll(struct job *job);

@@ -225,7 +225,7 @@ static void control_request(char *line, const struct ucred *cred, char *answer, 
 	queue_op_cleanup(ternd.spool, &a);
 	stats_queue(a.was, a.now);
 	if (a.op == QOP_DELETE)
-		ternd.queued--;
+		stats_queued_add(-1);
 	queue_op_warn(&a);
 	if (!a.changed) {
 		snprintf(answer, len, "unchanged");

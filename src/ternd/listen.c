@@ -31,6 +31,7 @@
 
 #include "clients.h"
 #include "clock.h"
+#include "commit.h"
 #include "fds.h"
 #include "fiber.h"
 #include "listen.h"
@@ -62,7 +63,13 @@ struct conn {
 	char client[80];
 };
 
-static struct clients clients;		/* under ternd.lock */
+/* the inbound sessions running, and those per client address */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t ended;	/* a session has ended */
+	int n;
+} sessions = {.lock = PTHREAD_MUTEX_INITIALIZER, .ended = PTHREAD_COND_INITIALIZER};
+static struct clients clients;		/* under sessions.lock */
 
 /* listen_open - open one listener from "inet:HOST:PORT" or "unix:PATH";
  * a unix socket is made owned by uid:gid with mode (privs_bind_unix) */
@@ -132,13 +139,13 @@ static void session_fiber(void *arg)
 
 	session_run(c->fd, c->lmtp, c->client);
 	close(c->fd);
-	pthread_mutex_lock(&ternd.lock);
-	ternd.sessions--;
+	pthread_mutex_lock(&sessions.lock);
+	sessions.n--;
 	c->l->sessions--;
 	clients_give(&clients, &c->who);
 	free(c);
-	pthread_cond_broadcast(&ternd.ended);
-	pthread_mutex_unlock(&ternd.lock);
+	pthread_cond_broadcast(&sessions.ended);
+	pthread_mutex_unlock(&sessions.lock);
 }
 
 /* refuse - a one-line answer and close */
@@ -257,18 +264,18 @@ static int accept_ready(void *arg)
 				client_addr_of((struct sockaddr *)&ss, &who);
 		}
 		snprintf(client, sizeof(client), l->unix_socket ? "local" : "[%s]", addr);
-		pthread_mutex_lock(&ternd.lock);
+		pthread_mutex_lock(&sessions.lock);
 		if (l->sessions >= fds_sessions_max())
 			busy = REFUSE_FDS;
-		else if (l->sessions >= t->max_inbound_sessions || ternd.stop == TERND_STOPPED)
+		else if (l->sessions >= t->max_inbound_sessions || commit_stopped())
 			busy = REFUSE_SESSIONS;
 		else if (!clients_take(&clients, &who, t->max_client_sessions))
 			busy = REFUSE_CLIENT;
 		if (!busy) {
-			ternd.sessions++;
+			sessions.n++;
 			l->sessions++;
 		}
-		pthread_mutex_unlock(&ternd.lock);
+		pthread_mutex_unlock(&sessions.lock);
 		if (busy) {
 			refuse_limit(l, fd, busy, client);
 			continue;
@@ -283,11 +290,11 @@ static int accept_ready(void *arg)
 			log_error("cannot start a session: %s", strerror(errno));
 			refuse(fd, "421 4.3.0 Error: out of resources");
 			free(c);
-			pthread_mutex_lock(&ternd.lock);
-			ternd.sessions--;
+			pthread_mutex_lock(&sessions.lock);
+			sessions.n--;
 			l->sessions--;
 			clients_give(&clients, &who);
-			pthread_mutex_unlock(&ternd.lock);
+			pthread_mutex_unlock(&sessions.lock);
 		}
 	}
 	return 0;	/* more may wait: the loops are told again */
@@ -343,4 +350,32 @@ void listen_stop(void)
 				    strerror(errno));
 	}
 	nlisteners = 0;
+}
+
+/* listen_sessions - the inbound sessions running now */
+int listen_sessions(void)
+{
+	int n;
+
+	pthread_mutex_lock(&sessions.lock);
+	n = sessions.n;
+	pthread_mutex_unlock(&sessions.lock);
+	return n;
+}
+
+/* listen_wait - wait up to ms for the sessions to end (after
+ * listen_stop); how many still run */
+int listen_wait(long ms)
+{
+	struct timespec deadline;
+	int left;
+
+	clock_deadline(&deadline, ms);
+	pthread_mutex_lock(&sessions.lock);
+	while (sessions.n > 0)
+		if (clock_cond_wait(&sessions.ended, &sessions.lock, &deadline) == ETIMEDOUT)
+			break;
+	left = sessions.n;
+	pthread_mutex_unlock(&sessions.lock);
+	return left;
 }

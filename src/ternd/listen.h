@@ -10,5 +10,7 @@ int listen_open(const char *spec, uid_t uid, gid_t gid, mode_t mode, int *unix_s
 void listen_setup(void);
 void listen_start(void);
 void listen_stop(void);
+int listen_sessions(void);
+int listen_wait(long ms);
 
 #endif

@@ -56,11 +56,7 @@
 #include "trace_trust.h"
 #include "xalloc.h"
 
-struct ternd ternd = {
-	.lock = PTHREAD_MUTEX_INITIALIZER,
-	.work = PTHREAD_COND_INITIALIZER,
-	.ended = PTHREAD_COND_INITIALIZER,
-};
+struct ternd ternd;
 
 /* Configurations replaced by SIGHUP stay allocated until exit: sessions
  * and delivery threads may still read them, and a reload is rare. */
@@ -167,7 +163,7 @@ static int reload(const char *path)
 static void queue_status(int force)
 {
 	static uint64_t shown = UINT64_MAX;
-	uint64_t n = atomic_load(&ternd.queued);
+	uint64_t n = stats_queued();
 
 	if (n == shown && !force)
 		return;
@@ -189,9 +185,7 @@ static void give_back(void)
 	static int most, again;
 	int now;
 
-	pthread_mutex_lock(&ternd.lock);
-	now = ternd.sessions;
-	pthread_mutex_unlock(&ternd.lock);
+	now = listen_sessions();
 	if (now > most) {
 		most = now;
 		return;
@@ -214,21 +208,12 @@ static int drain(void)
 {
 	int left;
 
-	struct timespec deadline;
-
 	log_info("stopping: no new sessions");
 	commit_draining();
 	listen_stop();
-	clock_deadline(&deadline, 10000);
-	pthread_mutex_lock(&ternd.lock);
-	while (ternd.sessions > 0)
-		if (clock_cond_wait(&ternd.ended, &ternd.lock, &deadline) == ETIMEDOUT)
-			break;
-	left = ternd.sessions;
-	if (left > 0)
+	if ((left = listen_wait(10000)) > 0)
 		log_warning("stopping with %d session%s open: their messages were not acknowledged",
 			    left, left == 1 ? "" : "s");
-	pthread_mutex_unlock(&ternd.lock);
 	relay_stop();
 	spanfile_stop();	/* after the last attempt */
 	commit_stop();

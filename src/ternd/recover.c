@@ -22,6 +22,7 @@
 #include "log.h"
 #include "queue_ops.h"
 #include "recover.h"
+#include "stats.h"
 #include "ternd.h"
 #include "wal.h"
 #include "xalloc.h"
@@ -222,7 +223,7 @@ counters:
 			last = in_table;
 	}
 	qid_gen_init(&ternd.qids, last);
-	ternd.queued = count;
+	stats_queued_set(count);
 	log_info("queue: %llu message%s", (unsigned long long)count, count == 1 ? "" : "s");
 	return 0;
 }

@@ -264,7 +264,7 @@ static void result_committed(struct result *res)
 		sched_kick();	/* the scheduler queues the notification */
 	if (res->removed) {
 		queue_op_cleanup(ternd.spool, &res->del);
-		ternd.queued--;
+		stats_queued_add(-1);
 		log_info("%s: removed", res->qid);
 	}
 }

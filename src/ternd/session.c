@@ -297,7 +297,7 @@ static void txn_reset(struct session *s)
  * reserve of free space: queue_minfree and what recording outcomes needs) */
 static int storage_ok(const struct conf *conf)
 {
-	if (ternd.queued >= (uint64_t)conf->ternd.max_queue_messages)
+	if (stats_queued() >= (uint64_t)conf->ternd.max_queue_messages)
 		return 0;
 	return storage_room(conf);
 }

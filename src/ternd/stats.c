@@ -22,6 +22,7 @@
  */
 #include "config.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #include "log.h"
@@ -37,6 +38,9 @@ struct stats stats;
 
 static const char *const queue_states[] = {"queued", "deferred", "hold"};
 static struct metrics_server *server;
+/* the messages in the queue (max_queue_messages, STATUS=): set by
+ * recovery, moved by the commits that add and remove messages */
+static _Atomic uint64_t queued;
 
 static const double seconds_wan[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
 static const double seconds_queue[] = {0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600,
@@ -283,6 +287,24 @@ void stats_start(const struct conf *conf)
 void stats_stop(void)
 {
 	metrics_server_stop(&server);
+}
+
+/* stats_queued_set - recovery: the messages in the queue at start */
+void stats_queued_set(uint64_t n)
+{
+	atomic_store(&queued, n);
+}
+
+/* stats_queued_add - n messages more (fewer, if negative) in the queue */
+void stats_queued_add(int64_t n)
+{
+	atomic_fetch_add(&queued, (uint64_t)n);
+}
+
+/* stats_queued - the messages in the queue now */
+uint64_t stats_queued(void)
+{
+	return atomic_load(&queued);
 }
 
 /* stats_queue - a message went from one queue state to another */

@@ -6,6 +6,8 @@
 #ifndef TERN_STATS_H
 #define TERN_STATS_H
 
+#include <stdint.h>
+
 #include "conf.h"
 #include "metrics.h"
 
@@ -27,6 +29,9 @@ void stats_peer(const char *peer);
 void stats_start(const struct conf *conf);
 void stats_stop(void);
 void stats_queue(int was, int now);
+void stats_queued_set(uint64_t n);
+void stats_queued_add(int64_t n);
+uint64_t stats_queued(void);
 void stats_delivery(const char *peer, int state, const char *esc);
 int64_t stats_peer_rcpts(const char *peer);
 
