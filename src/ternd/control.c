@@ -5,12 +5,12 @@
  * requeue|expire QID" answers "ok", "unchanged", "not found" or
  * "error: ..."; "ping" answers "ok"; "reset PEER" (close its breaker now)
  * "ok", "parked" (no host, so no breaker) or "not found". "peers"
- * answers one line per configured peer, tab-separated (name, breaker state, since, open until, connections
- * busy, idle, queued recipients, last error's time and text; times in
- * microseconds since the epoch, 0 for none), then a line "."; a peer
- * that is not relayed (no host) has the state "parked" and only its
- * queued recipients. "storage"
- * answers the storage state (storage_describe).
+ * answers one line per configured peer, tab-separated (name, breaker
+ * state, since, open until, connections busy, idle, queued recipients,
+ * last error's time and text; times in microseconds since the epoch, 0
+ * for none), then a line "."; a peer that is not relayed (no host) has
+ * the state "parked" and only its queued recipients. "storage" answers
+ * the storage state (storage_describe).
  * Queue changes go through the committer like everything else that writes.
  *
  * Who may: every connection is checked with SO_PEERCRED, whatever the

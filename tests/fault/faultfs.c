@@ -28,11 +28,24 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+/* fd_path - the path fd was opened as, in path; 0, or -1 if unknown */
+static int fd_path(int fd, char *path, size_t size)
+{
+	char link[64];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	if ((n = readlink(link, path, size - 1)) <= 0)
+		return -1;
+	path[n] = '\0';
+	return 0;
+}
+
 /* fault - the errno to fail call on fd with, or 0 */
 static int fault(const char *call, int fd)
 {
 	const char *ctl = getenv("FAULTFS_CONTROL"), *dir = getenv("FAULTFS_DIR");
-	char spec[64] = "", link[64], path[4096];
+	char spec[64] = "", path[4096];
 	ssize_t n;
 	int cfd, saved = errno;
 
@@ -52,10 +65,8 @@ static int fault(const char *call, int fd)
 	*eq = '\0';
 	if (strcmp(spec, call) != 0 && strcmp(spec, "any") != 0)
 		return 0;
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	if ((n = readlink(link, path, sizeof(path) - 1)) <= 0)
+	if (fd_path(fd, path, sizeof(path)) < 0)
 		return 0;
-	path[n] = '\0';
 	errno = saved;
 	if (strncmp(path, dir, strlen(dir)) != 0)
 		return 0;
@@ -65,16 +76,14 @@ static int fault(const char *call, int fd)
 /* meta_page - is this pwrite an in-place write of an LMDB meta page? */
 static int meta_page(int fd, size_t n, off_t off)
 {
-	char link[64], path[4096];
+	char path[4096];
 	long page = sysconf(_SC_PAGESIZE);
 	struct stat st;
 	ssize_t len;
 
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	if ((len = readlink(link, path, sizeof(path) - 1)) <= 0)
+	if (fd_path(fd, path, sizeof(path)) < 0)
 		return 0;
-	path[len] = '\0';
-	len -= (ssize_t)strlen("/data.mdb");
+	len = (ssize_t)strlen(path) - (ssize_t)strlen("/data.mdb");
 	return len > 0 && strcmp(path + len, "/data.mdb") == 0 && fstat(fd, &st) == 0
 	    && off + (off_t)n <= 2 * page && off + (off_t)n <= st.st_size;
 }
