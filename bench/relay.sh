@@ -117,6 +117,13 @@
 #     CGROUP_ROOT [/sys/fs/cgroup/cpuacct]  cgroup v1 cpuacct mount
 #     TERND, TERNQ, SMTP_BLAST, DELAY_PROXY, CHUNK_SINK  binaries [in-tree, else build/]
 #
+# The inflight column is ternd's mean number of transactions in flight
+# per connection over the drain, by Little's law: the sum of
+# tern_delivery_transmission_seconds (scraped from its metrics_listen;
+# each transaction from its first command written to its final reply
+# read) over the drain's seconds and CONNECTIONS; the depth the window
+# keeps on the wire, which max_pipeline_depth bounds.
+#
 # Output: the exact command, environment facts, one line per run, a
 # summary. Not a test: no TAP; exits non-zero if a run loses mail or
 # does not drain.
@@ -153,7 +160,7 @@ proxy_bin=${DELAY_PROXY:-$(built bench/delay-proxy)}
 chunk_bin=${CHUNK_SINK:-$(built bench/chunk-sink)}
 
 [ "$(id -u)" -eq 0 ] || die "must run as root (postfix start, ternd drops to user tern, cgroups)"
-for cmd in postfix postconf postqueue smtp-sink stunnel4 openssl python3 ss; do
+for cmd in postfix postconf postqueue smtp-sink stunnel4 openssl python3 ss curl; do
 	command -v "$cmd" >/dev/null || die "$cmd not installed"
 done
 for b in "$ternd_bin" "$ternq_bin" "$blast_bin" "$proxy_bin" "$chunk_bin"; do
@@ -349,6 +356,16 @@ ternd_start_cg() {
 	wait_until 10 _ternd_started "${starts:-0}" || die "ternd did not start: $(tail -n 5 "$TERND_LOG")"
 }
 
+# ternd_inflight PORT T0 T1 - print ternd's mean transactions in flight per
+# connection from T0 to T1 (microseconds), scraped from its metrics on
+# PORT: the sum of each transaction's time on the wire over the time and
+# CONNECTIONS
+ternd_inflight() {
+	curl -s --max-time 10 "http://127.0.0.1:$1/metrics" | awk -v t="$(( $3 - $2 ))" -v c="$CONNECTIONS" '
+		/^tern_delivery_transmission_seconds_sum[{ ]/ { s += $NF }
+		END { if (t > 0 && c > 0) printf "%.1f\n", s * 1e6 / t / c; else print "-" }'
+}
+
 # pf_sender_tls DIR FROM - print "new reused" TLS connection lines of the
 # sender's smtp client from maillog line FROM on: one per delivery (tlsproxy
 # logs each new connection a second time; those lines are not counted)
@@ -403,7 +420,7 @@ sender_restart() {
 # run_one ROUND NETWORK PEER VARIANT - one timed drain plus the restart phase
 run_one() {
 	local round=$1 net=$2 peer=$3 v=$4 dir port wrapper in_port t0 ns0 ns1 cpu0 cpu1 busy steal pt0 pt1 pcpu
-	local pl got secs_ msgs cpu_s us tls_run tls_rs s_tls f0 f1 fill_s rl
+	local pl got secs_ msgs cpu_s us tls_run tls_rs s_tls f0 f1 fill_s rl mport inflight
 	dir=$(tap_tmpdir) || die "mktemp failed"
 	peer_start "$peer" "$dir/peer"
 	port=$peer_port
@@ -421,7 +438,8 @@ run_one() {
 	case $v in
 	ternd)
 		unset TERND_PEERS
-		ternd_setup "$sdir" || die "ternd did not start"
+		mport=$(free_port) || die "no free port"
+		ternd_setup "$sdir" "metrics_listen = 127.0.0.1:$mport" || die "ternd did not start"
 		in_port=$TERND_PORT
 		f0=$(now_us)
 		blast_fill "$in_port" "$MESSAGES"
@@ -484,6 +502,8 @@ run_one() {
 	cpu_s=$(awk -v a="$ns0" -v b="$ns1" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
 	us=$(awk -v a="$ns0" -v b="$ns1" -v n="$MESSAGES" 'BEGIN { printf "%.0f", (b - a) / 1e3 / n }')
 	read -r busy steal <<<"$(cpu_pct "$cpu0" "$cpu1")"
+	inflight=-
+	[ "$v" = ternd ] && inflight=$(ternd_inflight "$mport" "$t0" "$t_done")
 	sleep 0.5 # the last log lines
 	tls_run=$(peer_tls "$peer" "$pl")
 	s_tls=-
@@ -501,11 +521,12 @@ run_one() {
 		tls_rs=$(peer_tls "$peer" "$pl")
 	fi
 
-	printf '%-5s %-8s %-13s %-7s %6s %7s %8s %9s %7s %6s %-14s %-14s %-9s %5s %5s %10s\n' \
+	printf '%-5s %-8s %-13s %-7s %6s %7s %8s %9s %7s %6s %-14s %-14s %-9s %5s %5s %10s %8s\n' \
 		"$round" "$net" "$peer" "$v" "$MESSAGES" "$fill_s" "$secs_" "$msgs" "$cpu_s" "$us" \
-		"$(tr ' ' / <<<"$tls_run")" "$(tr ' ' / <<<"$tls_rs")" "$s_tls" "$busy%" "$steal%" "$pcpu"
+		"$(tr ' ' / <<<"$tls_run")" "$(tr ' ' / <<<"$tls_rs")" "$s_tls" "$busy%" "$steal%" "$pcpu" "$inflight"
 	key=$peer/$net/$v
 	rates[$key]="${rates[$key]:-} $msgs"
+	[ "$inflight" = - ] || inflights[$key]="${inflights[$key]:-} $inflight"
 	cpus[$key]="${cpus[$key]:-} $us"
 
 	case $v in
@@ -518,7 +539,7 @@ run_one() {
 	[ "${KEEP_TMP:-0}" = 1 ] || rm -rf "$dir"
 }
 
-declare -A rates cpus
+declare -A rates cpus inflights
 
 echo "== relay benchmark: ternd vs Postfix's smtp client, through TLS"
 echo "command:  ${cmdline}  (MESSAGES=$MESSAGES SIZE=$SIZE CONNECTIONS=$CONNECTIONS ROUNDS=$ROUNDS DELAY_MS=$DELAY_MS NETWORKS='$NETWORKS' PEERS='$PEERS' VARIANTS='$VARIANTS'${PF_EXTRA:+ PF_EXTRA='$PF_EXTRA'}${SMARTHOST_EXTRA:+ SMARTHOST_EXTRA='$SMARTHOST_EXTRA'} FILL_SESSIONS=$FILL_SESSIONS RESTART_MSGS=$RESTART_MSGS BENCH_TMPDIR=$BENCH_TMPDIR)"
@@ -544,8 +565,11 @@ case " $NETWORKS " in *" delay "*) proxy_report ;; esac
 echo
 echo "tls columns: TCP connections/full TLS handshakes/resumed ones, as the peer logged them;"
 echo "pf_tls: Postfix sender's new/reused TLS connections (its own log); peer_cpu: the peer's processes, % of one core/us per message"
-printf '%-5s %-8s %-13s %-7s %6s %7s %8s %9s %7s %6s %-14s %-14s %-9s %5s %5s %10s\n' round network peer sender \
-	msgs fill_s drain_s msgs/s cpu_s us/msg tls_drain tls_restart pf_tls cpu steal peer_cpu
+echo "inflight: ternd's transactions in flight per connection, the mean over the drain (Little's law: the sum of"
+echo "          tern_delivery_transmission_seconds, each from its first command written to its final reply read,"
+echo "          over the drain's seconds and CONNECTIONS)"
+printf '%-5s %-8s %-13s %-7s %6s %7s %8s %9s %7s %6s %-14s %-14s %-9s %5s %5s %10s %8s\n' round network peer sender \
+	msgs fill_s drain_s msgs/s cpu_s us/msg tls_drain tls_restart pf_tls cpu steal peer_cpu inflight
 read -r -a variants <<<"$VARIANTS"
 for ((r = 1; r <= ROUNDS; r++)); do
 	order=("${variants[@]}")
@@ -625,6 +649,11 @@ for peer in $PEERS; do
 			"$(ratio "$td" "$t0")"
 		;;
 	esac
+	for net in $NETWORKS; do
+		# shellcheck disable=SC2086
+		printf '%-13s window   transactions in flight per connection, %s, median: %s of max_pipeline_depth %s\n' \
+			"$peer" "$net" "$(median ${inflights[$peer/$net/ternd]:-})" "${PIPELINE_DEPTH:-32}"
+	done
 	for base in loopback proxy0; do
 		q=$(round_ratios "${rates[$peer/delay/ternd]:-}" "${rates[$peer/$base/ternd]:-}")
 		[ -n "$q" ] && printf '%-13s window   ternd(%dms)/ternd(%s) round by round: %s\n' \
