@@ -148,7 +148,7 @@ int conn_write(struct conn *c, const void *buf, size_t len, long long timeout_ms
 	if (c->fd < 0)
 		return -1;	/* closed: why is kept */
 	if (io_write(c, buf, len, deadline_after(timeout_ms)) < 0)
-		return conn_fail(c, 1, "lost connection with %s[%s] while sending", c->host, c->addr);
+		return conn_fail(c, 1, "lost connection with %s[%s] while sending commands", c->host, c->addr);
 	return 0;
 }
 

@@ -134,6 +134,10 @@ tap_check "the queue empties" wait_until 120 _empty
 ternd_stop
 tap_is "ternd stops cleanly" "$?" 0
 q='[0-9A-Z]{13}'
+# a peer that goes away is seen where ternd is at that moment: reading a
+# reply, or writing the next transaction's commands or content (the reset
+# came in first); which one depends on timing, the outcome does not
+lost_phase='(receiving the reply|sending commands|sending the message)'
 
 # --- 1. BDAT -------------------------------------------------------------------------
 
@@ -173,7 +177,7 @@ tap_is "3: every message arrived, one of them twice" "$(intact drop)" "11 10"
 ndrop=$(nlog ": $q: to=<rcpt[0-9]+@drop\\.test>, .*status=deferred ")
 nclose=$(nlog ": $q: to=<rcpt[0-9]+@close\\.test>, .*status=deferred ")
 tap_check "3: the dropped one and those behind it deferred, their final replies lost" \
-	test "$ndrop" -ge 1 -a "$(nlog ": $q: to=<rcpt[0-9]+@drop\\.test>, .*status=deferred \\(lost connection with 127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\] while receiving the reply \\(the message may be delivered twice\\)\\), tls=none$")" -eq "$ndrop"
+	test "$ndrop" -ge 1 -a "$(nlog ": $q: to=<rcpt[0-9]+@drop\\.test>, .*status=deferred \\(lost connection with 127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\] while $lost_phase \\(the message may be delivered twice\\)\\), tls=none$")" -eq "$ndrop"
 tap_is "3: 10 messages logged sent" \
 	"$(nlog ": $q: to=<rcpt[0-9]+@drop\\.test>, .*status=sent ")" 10
 tap_is "3: closed after a final reply: every message arrived once" "$(intact close)" "5 5"
@@ -186,9 +190,10 @@ tap_is "3: ... 5 logged sent" "$(nlog ": $q: to=<rcpt[0-9]+@close\\.test>, .*sta
 tap_is "3: nothing sent again at once" \
 	"$(($(nlog_peer drop "sent again at once$") + $(nlog_peer close "sent again at once$")))" 0
 # the close may be seen while reading the reply or while writing the
-# next transaction: the phase names which, "after its end of data" both
+# next transaction's commands or content (a reset that came in first):
+# the phase names which, "after its end of data" all three
 tap_is "3: each logged once as a possible duplicate" \
-	"$(nlog ": warning: $q: possible duplicate: lost connection with 127\.0\.0\.1\[127\.0\.0\.1\] while (receiving the reply|sending the message) after its end of data -- message may be sent more than once$")" $((ndrop + nclose))
+	"$(nlog ": warning: $q: possible duplicate: lost connection with 127\.0\.0\.1\[127\.0\.0\.1\] while $lost_phase after its end of data -- message may be sent more than once$")" $((ndrop + nclose))
 
 # --- 4. TLS ---------------------------------------------------------------------------
 

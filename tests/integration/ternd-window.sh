@@ -193,6 +193,10 @@ curl -s --max-time 10 "http://127.0.0.1:$m_port/metrics" >"$top/metrics"
 ternd_stop
 tap_is "ternd stops cleanly" "$?" 0
 q='[0-9A-Z]{13}'
+# a peer that goes away is seen where ternd is at that moment: reading a
+# reply, or writing the next transaction's commands or content (the reset
+# came in first); which one depends on timing, the outcome does not
+lost_phase='(receiving the reply|sending commands|sending the message)'
 
 # --- 1. depth ----------------------------------------------------------------------------
 
@@ -261,9 +265,9 @@ tap_is "3: drop: the peer dropped the connection" "$(peer_log drop '^conn=1 drop
 # at least one written behind it; each of them a possible duplicate
 ndrop=$(status drop deferred)
 tap_check "3: drop: it and those written behind it deferred, their final replies lost" \
-	test "$ndrop" -ge 2 -a "$(nlog ": $q: to=<rcpt[0-9]+@drop\\.test>, .*dsn=4\\.4\\.2, status=deferred \\(lost connection with 127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\] while receiving the reply \\(the message may be delivered twice\\)\\), tls=none$")" -eq "$ndrop"
+	test "$ndrop" -ge 2 -a "$(nlog ": $q: to=<rcpt[0-9]+@drop\\.test>, .*dsn=4\\.4\\.2, status=deferred \\(lost connection with 127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\] while $lost_phase \\(the message may be delivered twice\\)\\), tls=none$")" -eq "$ndrop"
 tap_is "3: drop: each logged once as a possible duplicate" \
-	"$(nlog_peer drop "possible duplicate: lost connection with 127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\] while receiving the reply after its end of data -- message may be sent more than once$")" "$ndrop"
+	"$(nlog_peer drop "possible duplicate: lost connection with 127\\.0\\.0\\.1\\[127\\.0\\.0\\.1\\] while $lost_phase after its end of data -- message may be sent more than once$")" "$ndrop"
 tap_is "3: drop: nothing sent again at once" "$(nlog_peer drop "sent again at once")" 0
 tap_is "3: drop: each possible duplicate sent again alone" "$(alone_last drop "$ndrop")" yes
 tap_is "3: drop: 8 logged sent" "$(status drop sent)" 8
