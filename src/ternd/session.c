@@ -10,9 +10,9 @@
  * session no longer than that (replies are flushed within
  * command_timeout). It answers the commands (replies are batched and
  * flushed when the client has nothing more buffered, as RFC 2920 wants),
- * receives the content through smtp_data (DATA or BDAT) into memory, or
- * into a spool file of its own once it is large, and hands the finished
- * message to the committer. It answers 250 only after the committer says
+ * receives the content through smtp_data (DATA or BDAT) into a struct
+ * content (content.c: memory, or a spool file of its own once it is
+ * large), and hands the finished message to the committer. It answers 250 only after the committer says
  * the message is on stable storage. Every I/O or protocol failure goes
  * through session_fail(), which writes the 421 (while the connection
  * still takes it), logs once and ends the session; a
@@ -34,6 +34,7 @@
 #include <sodium.h>
 
 #include "commit.h"
+#include "content.h"
 #include "deadline.h"
 #include "fiber.h"
 #include "hdr_scan.h"
@@ -56,8 +57,6 @@
 #define OUT_SIZE 8192		/* output buffer, grown from OUT_SMALL when replies need it */
 #define OUT_SMALL 1024
 #define CHUNK_OUT 16384
-#define PEEK_SIZE 65536
-#define RECEIVED_MAX 1024
 
 enum sess_state { S_OK, S_QUIT, S_FAIL };
 
@@ -83,18 +82,7 @@ struct session {
 	int bdat;			/* BDAT chunks have been received */
 	unsigned long long bdat_total;	/* octets the BDAT chunks so far declared */
 	struct smtp_data *reader;
-	/* the content */
-	char *body;
-	size_t body_len, body_cap;
-	int own_fd;
-	int own_failed;
-	uint64_t own_len;
-	char *peek;			/* first PEEK_SIZE octets of the content (NULL
-					 * between messages) */
-	size_t peek_len;
-	char received[RECEIVED_MAX];
-	size_t received_len;
-	crypto_generichash_state hash;
+	struct content content;		/* content.c */
 };
 
 
@@ -262,23 +250,10 @@ static char *read_line(struct session *s, size_t *len)
 	}
 }
 
-/* own_remove - close and remove a partial own file (fiber_blocking:
- * freeing a large file's blocks may wait for the file system's journal) */
-static int own_remove(void *arg)
-{
-	struct session *s = arg;
-
-	close(s->own_fd);
-	return spool_own_remove(ternd.spool, s->msg.qid);
-}
-
 /* txn_reset - forget the transaction; remove a partial own file */
 static void txn_reset(struct session *s)
 {
-	if (s->own_fd >= 0) {
-		fiber_blocking(own_remove, s);
-		s->own_fd = -1;
-	}
+	content_reset(&s->content);	/* before the qid that names its file goes */
 	q_msg_clear(&s->msg);
 	for (size_t i = 0; i < s->nrcpts; i++)
 		q_rcpt_clear(&s->rcpts[i]);
@@ -286,11 +261,6 @@ static void txn_reset(struct session *s)
 	s->in_mail = 0;
 	s->bdat = 0;
 	s->bdat_total = 0;
-	s->body_len = s->peek_len = s->received_len = 0;
-	free(s->peek);
-	s->peek = NULL;
-	s->own_len = 0;
-	s->own_failed = 0;
 }
 
 /* storage_ok - room for one more message (max_queue_messages, and the
@@ -458,117 +428,29 @@ static void do_rcpt(struct session *s, const struct smtp_cmd *cmd)
 /* content_start - the Received: header opens the body; hashing starts */
 static void content_start(struct session *s)
 {
-	char date[64];
+	char date[64], received[CONTENT_RECEIVED_MAX];
 	time_t now = time(NULL);
 	struct tm tm;
 	int n;
 
 	localtime_r(&now, &tm);
 	strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S %z", &tm);
-	n = snprintf(s->received, sizeof(s->received),
+	n = snprintf(received, sizeof(received),
 		     "Received: from %s (%s)\r\n\tby %s (tern) with %s id %s%s%s%s;\r\n\t%s\r\n",
 		     s->helo, s->client, ternd.hostname, s->lmtp ? "LMTP" : "ESMTP", s->msg.qid,
 		     s->nrcpts == 1 ? "\r\n\tfor <" : "", s->nrcpts == 1 ? s->rcpts[0].addr : "",
 		     s->nrcpts == 1 ? ">" : "", date);
-	if (n < 0 || (size_t)n >= sizeof(s->received))	/* names are bounded: cannot happen */
-		n = snprintf(s->received, sizeof(s->received),
+	if (n < 0 || (size_t)n >= sizeof(received))	/* names are bounded: cannot happen */
+		n = snprintf(received, sizeof(received),
 			     "Received: by %s (tern) id %s; %s\r\n", ternd.hostname, s->msg.qid, date);
-	s->received_len = (size_t)n;
-	crypto_generichash_init(&s->hash, NULL, 0, Q_DIGEST_BYTES);
-	crypto_generichash_update(&s->hash, (const unsigned char *)s->received, s->received_len);
+	content_begin(&s->content, s->msg.qid, received, (size_t)n);
 	smtp_data_reset(s->reader, s->bdat ? SMTP_DATA_BDAT : SMTP_DATA_DOT);
-	s->body_len = s->peek_len = 0;
 }
 
-/* own_write - append octets to the message's own spool file */
-static int own_write(struct session *s, const char *p, size_t n)
+/* threshold - the size past which content goes to a file of its own */
+static size_t threshold(const struct session *s)
 {
-	if (spool_own_write(s->own_fd, p, n) < 0)
-		return -1;
-	s->own_len += n;
-	return 0;
-}
-
-/* spill - move the content to a file of its own (large message) */
-static int spill(struct session *s)
-{
-	if (s->own_fd < 0) {
-		if ((s->own_fd = spool_own_create(ternd.spool, s->msg.qid)) < 0)
-			return -1;
-		s->msg.flags |= QMSG_OWNFILE;
-		if (own_write(s, s->received, s->received_len) < 0)
-			return -1;
-		s->own_len = 0;	/* counts content only */
-	}
-	if (own_write(s, s->body, s->body_len) < 0)
-		return -1;
-	s->body_len = 0;
-	return 0;
-}
-
-/* A spill as a helper thread runs it (fiber_blocking): the writes of a
- * large message's own file may wait for the disk, and its session's loop
- * must not. */
-struct spill_call {
-	struct session *s;
-	const char *p;
-	size_t n;		/* octets written after the spill, straight from p */
-	int sync;		/* then fdatasync the file */
-};
-
-/* spill_run - the spill_call's work */
-static int spill_run(void *arg)
-{
-	struct spill_call *c = arg;
-
-	if (spill(c->s) < 0 || (c->n > 0 && own_write(c->s, c->p, c->n) < 0))
-		return -1;
-	return c->sync ? fdatasync(c->s->own_fd) : 0;
-}
-
-/* content_add - take canonical octets from the reader: in memory up to
- * large_message_threshold, then in a file of the message's own */
-static void content_add(struct session *s, const char *p, size_t n)
-{
-	size_t limit = (size_t)s->conf->ternd.large_message_threshold;
-
-	crypto_generichash_update(&s->hash, (const unsigned char *)p, n);
-	if (s->peek == NULL)
-		s->peek = xmalloc(PEEK_SIZE);
-	if (s->peek_len < PEEK_SIZE) {
-		size_t k = n < PEEK_SIZE - s->peek_len ? n : PEEK_SIZE - s->peek_len;
-
-		memcpy(s->peek + s->peek_len, p, k);
-		s->peek_len += k;
-	}
-	if (s->own_failed)
-		return;
-	if (s->own_fd < 0 && s->body_len + n > s->body_cap && s->body_cap < limit) {
-		size_t want = s->body_cap ? s->body_cap : 65536;
-
-		while (want < s->body_len + n && want < limit)
-			want *= 2;
-		if (want > limit)
-			want = limit;
-		s->body = xreallocarray(s->body, want, 1);
-		s->body_cap = want;
-	}
-	if (s->body_len + n <= s->body_cap) {
-		memcpy(s->body + s->body_len, p, n);
-		s->body_len += n;
-		return;
-	}
-	struct spill_call c = {s, p, n > s->body_cap ? n : 0, 0};
-
-	if (fiber_blocking(spill_run, &c) < 0) {
-		log_error("%s: cannot write spool file: %s", s->msg.qid, strerror(errno));
-		s->own_failed = 1;
-		return;
-	}
-	if (n <= s->body_cap) {
-		memcpy(s->body, p, n);
-		s->body_len = n;
-	}
+	return (size_t)s->conf->ternd.large_message_threshold;
 }
 
 /* feed - push input through the reader; 1 when DATA content ended */
@@ -585,7 +467,7 @@ static int feed(struct session *s, const char *in, size_t len, size_t *used)
 				     &produced);
 		off += consumed;
 		if (produced)
-			content_add(s, out, produced);
+			content_add(&s->content, out, produced, threshold(s));
 	}
 	*used = off;
 	return end;
@@ -623,7 +505,7 @@ static void reply_all(struct session *s, const char *code_text)
 static void trace_of(struct session *s)
 {
 	struct traceparent tp, in;
-	enum trace_origin origin = trace_trust_of(s->peek, s->peek_len, &in);
+	enum trace_origin origin = trace_trust_of(s->content.peek, s->content.peek_len, &in);
 
 	memset(s->msg.link_trace_id, 0, sizeof(s->msg.link_trace_id));
 	memset(s->msg.link_span_id, 0, sizeof(s->msg.link_span_id));
@@ -656,12 +538,18 @@ static void content_end(struct session *s)
 		txn_reset(s);
 		return;
 	}
-	s->msg.size = s->received_len + s->own_len + s->body_len;	/* own_len: content spilled */
+	s->msg.size = content_size(&s->content);
+	if (s->content.own_fd >= 0)
+		s->msg.flags |= QMSG_OWNFILE;
 	if (smtp_data_dotlines(s->reader))
 		s->msg.flags |= QMSG_DOTLINES;
 	if (smtp_data_8bit(s->reader))
 		s->msg.flags |= QMSG_8BIT;
-	crypto_generichash_final(&s->hash, s->msg.digest, Q_DIGEST_BYTES);
+	if (content_seal(&s->content, s->msg.digest, Q_DIGEST_BYTES) < 0) {
+		reply_all(s, "451 4.3.0 Error: queue file write error");
+		txn_reset(s);
+		return;
+	}
 	trace_of(s);
 	s->msg.nrcpt = s->msg.nlive = (uint32_t)s->nrcpts;
 	memset(&job, 0, sizeof(job));
@@ -670,36 +558,17 @@ static void content_end(struct session *s)
 	job.rcpts = s->rcpts;
 	job.nrcpts = s->nrcpts;
 	/* for the history: ternq trace finds a message by its Message-ID */
-	if (hdr_scan_field(s->peek, s->peek_len, "Message-ID", &v, &vlen))
+	if (hdr_scan_field(s->content.peek, s->content.peek_len, "Message-ID", &v, &vlen))
 		snprintf(msgid, sizeof(msgid), "%.*s", (int)vlen, v);
 	job.msgid = msgid;
-	if (s->own_fd >= 0) {
-		/* A file of its own: written and synced here, named by the committer's fsync. */
-		struct spill_call c = {s, NULL, 0, 1};
-
-		if (s->own_failed || fiber_blocking(spill_run, &c) < 0) {
-			log_error("%s: cannot write spool file: %s", s->msg.qid, strerror(errno));
-			reply_all(s, "451 4.3.0 Error: queue file write error");
-			txn_reset(s);
-			return;
-		}
-	} else {
-		job.body[0].iov_base = s->received;
-		job.body[0].iov_len = s->received_len;
-		job.body[1].iov_base = s->body;
-		job.body[1].iov_len = s->body_len;
-		job.nbody = 2;
-	}
+	job.nbody = content_iov(&s->content, job.body);	/* none: a file of its own */
 	if (commit_submit(&job) < 0) {
 		log_error("%s: not queued: %s", s->msg.qid, job.err);
 		reply_all(s, "451 4.3.0 Error: queue file write error");
 		txn_reset(s);
 		return;
 	}
-	if (s->own_fd >= 0) {
-		close(s->own_fd);	/* committed: the file is the queue's now */
-		s->own_fd = -1;
-	}
+	content_committed(&s->content);
 	memcpy(tp.trace_id, s->msg.trace_id, sizeof(tp.trace_id));
 	trace_id_hex(&tp, tid);
 	memcpy(tp.trace_id, s->msg.link_trace_id, sizeof(tp.trace_id));
@@ -853,7 +722,7 @@ static void do_bdat(struct session *s, const struct smtp_cmd *cmd)
 		size_t n = smtp_data_finish(s->reader, out, sizeof(out));
 
 		if (n)
-			content_add(s, out, n);
+			content_add(&s->content, out, n, threshold(s));
 	}
 	content_end(s);
 }
@@ -945,7 +814,7 @@ void session_run(int fd, int lmtp, const char *client)
 	s->conf = conf;
 	s->fd = fd;
 	s->lmtp = lmtp;
-	s->own_fd = -1;
+	content_init(&s->content);
 	snprintf(s->client, sizeof(s->client), "%s", client);
 	s->reader = smtp_data_new(SMTP_DATA_DOT, &limits);
 	s->in = xmalloc(s->in_cap = IN_SMALL);
@@ -965,10 +834,9 @@ void session_run(int fd, int lmtp, const char *client)
 	if (s->out_len && s->state != S_FAIL)
 		flush(s);
 	txn_reset(s);
+	content_free(&s->content);
 	smtp_data_free(&s->reader);
 	free(s->rcpts);
-	free(s->body);
-	free(s->peek);
 	free(s->in);
 	free(s->out);
 	free(s);
