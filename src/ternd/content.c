@@ -30,17 +30,15 @@ void content_init(struct content *ct)
 	ct->own_fd = -1;
 }
 
-/* content_begin - a new message: received (our Received: field, len
- * octets) first; qid names its own file if it needs one */
-void content_begin(struct content *ct, const char *qid, const char *received, size_t len)
+/* content_begin - a new message, opened by our Received: field, which
+ * the session has written in ct->received (len octets); qid names its
+ * own file if it needs one */
+void content_begin(struct content *ct, const char *qid, size_t len)
 {
-	if (len > sizeof(ct->received))
-		len = sizeof(ct->received);
-	memcpy(ct->received, received, len);
-	ct->received_len = len;
+	ct->received_len = len < sizeof(ct->received) ? len : sizeof(ct->received);
 	ct->qid = qid;
 	crypto_generichash_init(&ct->hash, NULL, 0, Q_DIGEST_BYTES);
-	crypto_generichash_update(&ct->hash, (const unsigned char *)ct->received, len);
+	crypto_generichash_update(&ct->hash, (const unsigned char *)ct->received, ct->received_len);
 	ct->body_len = ct->peek_len = 0;
 }
 

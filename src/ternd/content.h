@@ -27,7 +27,7 @@ struct content {
 };
 
 void content_init(struct content *ct);
-void content_begin(struct content *ct, const char *qid, const char *received, size_t len);
+void content_begin(struct content *ct, const char *qid, size_t len);
 void content_add(struct content *ct, const char *p, size_t n, size_t threshold);
 uint64_t content_size(const struct content *ct);
 int content_seal(struct content *ct, unsigned char *digest, size_t digest_len);

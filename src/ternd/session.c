@@ -12,11 +12,12 @@
  * flushed when the client has nothing more buffered, as RFC 2920 wants),
  * receives the content through smtp_data (DATA or BDAT) into a struct
  * content (content.c: memory, or a spool file of its own once it is
- * large), and hands the finished message to the committer. It answers 250 only after the committer says
- * the message is on stable storage. Every I/O or protocol failure goes
- * through session_fail(), which writes the 421 (while the connection
- * still takes it), logs once and ends the session; a
- * transaction that does not reach the committer leaves nothing behind.
+ * large), and hands the finished message to the committer. It answers
+ * 250 only after the committer says the message is on stable storage.
+ * Every I/O or protocol failure goes through session_fail(), which writes
+ * the 421 (while the connection still takes it), logs once and ends the
+ * session; a transaction that does not reach the committer leaves
+ * nothing behind.
  */
 #include "config.h"
 
@@ -428,22 +429,22 @@ static void do_rcpt(struct session *s, const struct smtp_cmd *cmd)
 /* content_start - the Received: header opens the body; hashing starts */
 static void content_start(struct session *s)
 {
-	char date[64], received[CONTENT_RECEIVED_MAX];
+	char date[64], *received = s->content.received;	/* written in place */
 	time_t now = time(NULL);
 	struct tm tm;
 	int n;
 
 	localtime_r(&now, &tm);
 	strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S %z", &tm);
-	n = snprintf(received, sizeof(received),
+	n = snprintf(received, CONTENT_RECEIVED_MAX,
 		     "Received: from %s (%s)\r\n\tby %s (tern) with %s id %s%s%s%s;\r\n\t%s\r\n",
 		     s->helo, s->client, ternd.hostname, s->lmtp ? "LMTP" : "ESMTP", s->msg.qid,
 		     s->nrcpts == 1 ? "\r\n\tfor <" : "", s->nrcpts == 1 ? s->rcpts[0].addr : "",
 		     s->nrcpts == 1 ? ">" : "", date);
-	if (n < 0 || (size_t)n >= sizeof(received))	/* names are bounded: cannot happen */
-		n = snprintf(received, sizeof(received),
+	if (n < 0 || (size_t)n >= CONTENT_RECEIVED_MAX)	/* names are bounded: cannot happen */
+		n = snprintf(received, CONTENT_RECEIVED_MAX,
 			     "Received: by %s (tern) id %s; %s\r\n", ternd.hostname, s->msg.qid, date);
-	content_begin(&s->content, s->msg.qid, received, (size_t)n);
+	content_begin(&s->content, s->msg.qid, (size_t)n);
 	smtp_data_reset(s->reader, s->bdat ? SMTP_DATA_BDAT : SMTP_DATA_DOT);
 }
 
